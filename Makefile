@@ -1,0 +1,42 @@
+# Every target does its own set-up: a fresh machine needs only Python 3.11 and Java 17.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+export PYSPARK_PYTHON        := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export SPARK_LOCAL_IP        := 127.0.0.1
+
+.PHONY: setup demo test test-all lint bench soak clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+## demo: set up, then run the main job
+demo: setup
+	$(PY) demo/main_job.py
+
+## test: set up, then run the whole test suite (fast fault subset included)
+test: setup
+	$(PY) -m pytest -q -m "not slow"
+
+## test-all: every test, the slow fault-injection suite included
+test-all: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) bench/bench_codec.py
+	$(PY) bench/bench_partition_log.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""See DESIGN.md §1: the commit_protocol layer."""

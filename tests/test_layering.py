@@ -1,0 +1,72 @@
+"""DESIGN §1: imports only point down the package table; the engine never imports pyspark or
+confluent_kafka, so the CLI, unit tests and benchmarks run without a JVM."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = {"txn_log", "offsets", "commit_protocol", "txn_source", "txn_sink", "pyspark_txnlog"}
+ALLOWED = {
+    "txn_log": {"txn_log", "crc32c", "pyarrow", "numpy"},
+    "offsets": {"offsets", "txn_log"},
+    "commit_protocol": {"commit_protocol", "txn_log", "offsets", "confluent_kafka"},
+    "txn_source": {
+        "txn_source",
+        "txn_log",
+        "offsets",
+        "commit_protocol",
+        "pyspark",
+        "pyarrow",
+        "numpy",
+    },
+    "txn_sink": {
+        "txn_sink",
+        "txn_log",
+        "offsets",
+        "commit_protocol",
+        "pyspark",
+        "pyarrow",
+        "numpy",
+    },
+    "pyspark_txnlog": {"txn_source", "txn_sink", "pyspark"},
+}
+THIRD_PARTY = {"crc32c", "pyarrow", "numpy", "pyspark", "confluent_kafka"}
+
+
+def imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots & (PROJECT | THIRD_PARTY)
+
+
+def package_files(package: str) -> list[Path]:
+    if package == "pyspark_txnlog":
+        return [ROOT / "pyspark_txnlog.py"]
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_point_down_the_table(package: str) -> None:
+    files = package_files(package)
+    assert files, f"package {package} has no modules"
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(imported_roots(path) - ALLOWED[package])
+        for path in files
+        if imported_roots(path) - ALLOWED[package]
+    }
+    assert offenders == {}
+
+
+def test_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import pyspark.sql\nfrom txn_sink import writer\n")
+    assert imported_roots(bad) == {"pyspark", "txn_sink"}
