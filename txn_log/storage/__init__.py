@@ -1,0 +1,1 @@
+"""On-disk storage of one partition: segments, indexes, producer state, the partition log."""

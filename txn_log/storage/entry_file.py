@@ -1,0 +1,210 @@
+"""An append-only file of fixed-size entries, shared by many processes and cached in memory.
+
+The three segment indexes (offset, time, aborted transactions) are files of this kind. The file is
+the truth; ``EntryFile`` keeps a decoded copy of a prefix of it and catches up on every read
+(DESIGN §3: every in-memory structure is a cache of the files).
+
+Invariants and process safety:
+
+- Reads take no lock. ``refresh`` stats the file; when it grew, only the new whole entries are
+  read; when it shrank, was replaced (another inode) or the last cached entry changed underneath,
+  everything is read again. A file rewritten to exactly its previous size is not noticed until it
+  changes size again.
+- An entry is read only when all its bytes are there: a size that is not a multiple of the entry
+  size means a torn last entry (a writer died mid-write, or is writing right now), which readers
+  ignore.
+- Writes (``append``, ``truncate_entries``, ``rewrite``) must hold the partition's exclusive lock.
+  ``append`` writes after the last whole entry, over a torn one, so entries stay aligned.
+- A file created lazily (``create=False``) does not exist until the first append; until then it
+  reads as empty (B-09).
+- Not thread-safe: one object per thread, or an outside lock.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from txn_log.errors import StorageError
+
+E = TypeVar("E")
+
+
+class EntryFile(Generic[E]):
+    """The cached entries of one append-only file; ``decode`` turns an unpacked tuple into E."""
+
+    def __init__(
+        self,
+        path: Path,
+        layout: struct.Struct,
+        decode: Callable[[tuple[Any, ...]], E],
+        *,
+        create: bool,
+    ) -> None:
+        self.path = path
+        self._layout = layout
+        self._decode = decode
+        self._fd: int | None = None
+        self._ino: int | None = None
+        self._entries: list[E] = []
+        self._last_raw = b""  # bytes of the last cached entry, to notice a rewrite underneath
+        if create:
+            self._writable_fd()
+
+    @property
+    def entry_size(self) -> int:
+        return self._layout.size
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def refresh(self) -> Sequence[E]:
+        """Catch up with the file and return the cached entries (do not mutate the result)."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self._forget()
+            return self._entries
+        if self._fd is None or stat.st_ino != self._ino:
+            self._forget()
+            self._fd = os.open(self.path, os.O_RDWR)
+            self._ino = os.fstat(self._fd).st_ino
+        size = self.entry_size
+        aligned = stat.st_size - stat.st_size % size
+        cached = len(self._entries) * size
+        if aligned < cached:
+            self._load(0, aligned)
+        elif aligned > cached:
+            start = max(cached - size, 0)
+            chunk = self._pread(start, aligned - start)
+            if cached and chunk[:size] != self._last_raw:
+                self._load(0, aligned)  # rewritten underneath (truncated, then grown again)
+            else:
+                self._extend(chunk[size:] if cached else chunk)
+        return self._entries
+
+    def read_raw(self) -> bytes:
+        """The whole file as it is now, torn tail included (b"" if it does not exist)."""
+        try:
+            with open(self.path, "rb") as file:
+                return file.read()
+        except FileNotFoundError:
+            return b""
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    # --- writing (under the partition lock) ------------------------------------------------
+
+    def append(self, entry: tuple[Any, ...]) -> E:
+        """Append one entry after the last whole one (overwriting a torn last entry)."""
+        self.refresh()
+        raw = self._layout.pack(*entry)
+        fd = self._writable_fd()
+        end = len(self._entries) * self.entry_size
+        try:
+            write_all(fd, raw, end)  # over a torn last entry, which is shorter than this one
+        except OSError as exc:
+            raise StorageError(f"cannot append to {self.path} at position {end}: {exc}") from exc
+        decoded = self._decode(self._layout.unpack(raw))
+        self._entries.append(decoded)
+        self._last_raw = raw
+        return decoded
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep the first ``count`` entries (a no-op when there are not more)."""
+        entries = self.refresh()
+        if count >= len(entries) or self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, count * self.entry_size)
+        except OSError as exc:
+            raise StorageError(f"cannot truncate {self.path} to {count} entries: {exc}") from exc
+        self._load(0, count * self.entry_size)
+
+    def rewrite(self, entries: Sequence[tuple[Any, ...]]) -> None:
+        """Replace the whole file by ``entries`` (recovery). Readers meanwhile see a prefix."""
+        raw = b"".join(self._layout.pack(*entry) for entry in entries)
+        self.refresh()
+        if not raw and not self.exists():
+            return  # a lazily created file stays absent while it has nothing to say
+        fd = self._writable_fd()
+        try:
+            os.ftruncate(fd, 0)
+            write_all(fd, raw, 0)
+        except OSError as exc:
+            raise StorageError(f"cannot rewrite {self.path}: {exc}") from exc
+        self._load(0, len(raw))
+
+    def flush(self) -> None:
+        """fsync the file if it exists; a failure is fatal (StorageError, never retried)."""
+        if self._fd is None:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise StorageError(f"fsync of {self.path} failed: {exc}") from exc
+
+    def close(self) -> None:
+        self._forget()
+
+    def delete(self) -> None:
+        """Close and remove the file (missing is fine)."""
+        self._forget()
+        self.path.unlink(missing_ok=True)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _writable_fd(self) -> int:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise StorageError(f"cannot create {self.path}: {exc}") from exc
+            self._ino = os.fstat(self._fd).st_ino
+        return self._fd
+
+    def _forget(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = None
+        self._ino = None
+        self._entries = []
+        self._last_raw = b""
+
+    def _pread(self, position: int, length: int) -> bytes:
+        if self._fd is None or length <= 0:
+            return b""
+        parts: list[bytes] = []
+        while length > 0:
+            part = os.pread(self._fd, length, position)
+            if not part:
+                break
+            parts.append(part)
+            position += len(part)
+            length -= len(part)
+        return b"".join(parts)
+
+    def _load(self, start: int, end: int) -> None:
+        self._entries = []
+        self._last_raw = b""
+        self._extend(self._pread(start, end - start))
+
+    def _extend(self, raw: bytes) -> None:
+        size = self.entry_size
+        raw = raw[: len(raw) - len(raw) % size]
+        if not raw:
+            return
+        self._entries.extend(self._decode(fields) for fields in self._layout.iter_unpack(raw))
+        self._last_raw = raw[-size:]
+
+
+def write_all(fd: int, data: bytes | memoryview, position: int) -> None:
+    """pwrite all of ``data`` at ``position`` (a regular file rarely writes short, but may)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
