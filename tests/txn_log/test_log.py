@@ -1,0 +1,123 @@
+"""Log directories, topic names and topic configs (DESIGN §2; bad input changes nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from txn_log.errors import (
+    ConfigError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from txn_log.log import Log
+from txn_log.topic_config import TopicConfig
+from txn_log.topic_partition import TopicPartition
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("../x", "'/'"),
+        ("", "empty"),
+        ("a" * 250, "250 characters"),
+        (".", "reserved"),
+        ("..", "reserved"),
+        ("a/b", "'/'"),
+        ("ok name", "' '"),
+        ("__consumer_offsets", "reserved"),
+    ],
+)
+def test_invalid_topic_names_are_refused_and_change_nothing(
+    tmp_path: Path, name: str, fragment: str
+) -> None:
+    log = Log.open(tmp_path / "log")
+    log.create_topic("existing", partitions=2)
+    before = tree(tmp_path)
+    with pytest.raises(InvalidTopicError, match=fragment):
+        log.create_topic(name)
+    assert tree(tmp_path) == before
+    assert log.topics() == ["existing"]
+
+
+def test_longest_legal_name_is_accepted(tmp_path: Path) -> None:
+    log = Log.open(tmp_path)
+    log.create_topic("a" * 249)
+    assert log.topics() == ["a" * 249]
+
+
+def test_topics_and_partitions_are_shared_between_log_objects(tmp_path: Path) -> None:
+    first = Log.open(tmp_path)
+    first.create_topic("orders", partitions=3, config={"segment.bytes": "1024"})
+    second = Log.open(tmp_path)
+    assert second.topics() == ["orders"]
+    assert second.partitions("orders") == [TopicPartition("orders", p) for p in range(3)]
+    assert second.topic_config("orders").segment_bytes == 1024
+    first.create_partitions("orders", 5)
+    assert len(second.partitions("orders")) == 5
+    assert second.partition_log(TopicPartition("orders", 4)).log_end_offset == 0
+
+
+def test_duplicate_topic_and_bad_partition_counts(tmp_path: Path) -> None:
+    log = Log.open(tmp_path)
+    log.create_topic("t")
+    with pytest.raises(TopicAlreadyExistsError, match="'t' already exists"):
+        log.create_topic("t")
+    for bad in (0, -1, True, 10_001):
+        with pytest.raises(InvalidPartitionsError, match="1 to 10000"):
+            log.create_topic("u", partitions=bad)
+    with pytest.raises(InvalidPartitionsError, match="must be larger"):
+        log.create_partitions("t", 1)
+    assert log.topics() == ["t"]
+
+
+def test_unknown_topic_and_partition_name_what_exists(tmp_path: Path) -> None:
+    log = Log.open(tmp_path)
+    log.create_topic("orders", partitions=2)
+    with pytest.raises(UnknownTopicOrPartitionError, match="existing topics: orders"):
+        log.partitions("ordrs")
+    with pytest.raises(UnknownTopicOrPartitionError, match=r"valid partitions are 0\.\.1"):
+        log.partition_log(TopicPartition("orders", 2))
+
+
+@pytest.mark.parametrize(
+    ("config", "fragment"),
+    [
+        ({"segment.byte": 10}, "valid keys are"),
+        ({"segment.bytes": "x"}, "expected an integer"),
+        ({"segment.bytes": 1}, "minimum is 14"),
+        ({"message.timestamp.type": "Now"}, "CreateTime, LogAppendTime"),
+        ({"check.expected.offsets": "yes"}, "true, false"),
+    ],
+)
+def test_bad_topic_configs_are_refused(
+    tmp_path: Path, config: dict[str, object], fragment: str
+) -> None:
+    log = Log.open(tmp_path)
+    with pytest.raises(InvalidConfigError, match=fragment):
+        log.create_topic("t", config=config)
+    assert log.topics() == []
+
+
+def test_config_round_trips_through_kafka_names() -> None:
+    config = TopicConfig.from_mapping(
+        {"message.timestamp.type": "LogAppendTime", "check.expected.offsets": "true"}
+    )
+    assert TopicConfig.from_mapping(config.to_mapping()) == config
+
+
+def test_a_path_that_is_not_a_log_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ConfigError, match="not a txnlog directory"):
+        Log.open(tmp_path)
+    with pytest.raises(ConfigError, match="is a file"):
+        Log.open(tmp_path / "notes.txt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -1,0 +1,296 @@
+"""``Log``: a log directory, its topics and their partitions (DESIGN §2).
+
+    <log dir>/txnlog.json            {"format_version": 1, "created_ms": ...}
+    <log dir>/topics/<topic>.json    {"name", "partitions", "config", "created_ms"}
+    <log dir>/<topic>-<partition>/   one PartitionLog each
+
+Topic metadata is written atomically (temp file, fsync, rename, directory fsync) under the log's
+own lock; every process re-reads it when it meets a topic or partition it does not know yet, so
+topics and partitions created by other processes are picked up without restarting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from txn_log.clock import SYSTEM_CLOCK, Clock
+from txn_log.errors import (
+    ConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from txn_log.file_lock import FileLock
+from txn_log.producer_id_manager import ProducerIdManager
+from txn_log.storage.partition_log import PartitionLog
+from txn_log.topic_config import (
+    INTERNAL_TOPICS,
+    TopicConfig,
+    validate_topic_name,
+)
+from txn_log.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from txn_log.consumer import Consumer
+    from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
+    from txn_log.group_offsets import GroupOffsetStore, OffsetAndMetadata
+    from txn_log.producer import Producer
+    from txn_log.read_committed import IsolationLevel
+
+FORMAT_FILE = "txnlog.json"
+FORMAT_VERSION = 1
+TOPICS_DIR = "topics"
+MAX_PARTITIONS = 10_000
+
+
+def write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
+    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole."""
+    # a short temporary name: a 249-character topic name plus suffixes would pass NAME_MAX
+    tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}")
+    data = json.dumps(document, sort_keys=True, indent=1).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class Log:
+    """An open log directory. Safe to share between threads; any number of processes may open
+    the same directory at once."""
+
+    def __init__(self, path: Path, clock: Clock) -> None:
+        self.path = path
+        self.clock = clock
+        self._lock = FileLock(path / ".lock")
+        self._mutex = threading.RLock()
+        self._topics: dict[str, dict[str, Any]] = {}
+        self._partitions: dict[TopicPartition, PartitionLog] = {}
+        self.producer_ids = ProducerIdManager(path)
+        self._coordinator: TransactionCoordinator | None = None
+        self._group_offsets: GroupOffsetStore | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK) -> Log:
+        """Open the log at ``path``, creating the directory if it is missing or empty.
+
+        Raises ConfigError when ``path`` is a file, or a non-empty directory that is not a log.
+        """
+        root = Path(path)
+        if root.exists() and not root.is_dir():
+            raise ConfigError(f"log path {str(root)!r} is a file, not a txnlog directory")
+        root.mkdir(parents=True, exist_ok=True)
+        format_file = root / FORMAT_FILE
+        if not format_file.exists():
+            visible = [p.name for p in root.iterdir() if not p.name.startswith(".")]
+            if visible:
+                raise ConfigError(
+                    f"path {str(root)!r} is not a txnlog directory (no {FORMAT_FILE}) and is not "
+                    f"empty: it holds {', '.join(sorted(visible)[:5])}; point at a log directory "
+                    "or at an empty or missing one to create a new log"
+                )
+            (root / TOPICS_DIR).mkdir(exist_ok=True)
+            log = cls(root, clock)
+            with log._lock:
+                if not format_file.exists():
+                    for internal in sorted(INTERNAL_TOPICS):
+                        if not log._meta_path(internal).exists():
+                            log.create_topic(internal, internal=True)
+                    write_json_atomically(
+                        format_file,
+                        {"format_version": FORMAT_VERSION, "created_ms": clock.time_ms()},
+                    )
+            return log
+        document = json.loads(format_file.read_text())
+        if document.get("format_version") != FORMAT_VERSION:
+            raise ConfigError(
+                f"{format_file}: format_version {document.get('format_version')!r} is not "
+                f"supported; this build reads version {FORMAT_VERSION}"
+            )
+        return cls(root, clock)
+
+    # --- topics ----------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: Mapping[str, Any] | None = None,
+        *,
+        internal: bool = False,
+    ) -> None:
+        """Create a topic; everything is validated before anything is written."""
+        validate_topic_name(name)
+        if name in INTERNAL_TOPICS and not internal:
+            raise InvalidTopicError(f"topic name {name!r} is reserved for txnlog's internal use")
+        self._validate_partition_count(name, partitions)
+        topic_config = TopicConfig.from_mapping(config)
+        with self._mutex, self._lock:
+            meta_path = self._meta_path(name)
+            if meta_path.exists():
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists in {self.path}")
+            for partition in range(partitions):
+                (self.path / TopicPartition(name, partition).directory_name).mkdir(exist_ok=True)
+            document = {
+                "name": name,
+                "partitions": partitions,
+                "config": topic_config.to_mapping(),
+                "created_ms": self.clock.time_ms(),
+            }
+            write_json_atomically(meta_path, document)
+            self._topics[name] = document
+
+    def create_partitions(self, name: str, total: int) -> None:
+        """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks)."""
+        self._validate_partition_count(name, total)
+        with self._mutex, self._lock:
+            document = dict(self._read_topic(name))
+            if total <= document["partitions"]:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {document['partitions']} partitions; the new count "
+                    f"must be larger, got {total}"
+                )
+            for partition in range(document["partitions"], total):
+                (self.path / TopicPartition(name, partition).directory_name).mkdir(exist_ok=True)
+            document["partitions"] = total
+            write_json_atomically(self._meta_path(name), document)
+            self._topics[name] = document
+
+    @staticmethod
+    def _validate_partition_count(name: str, partitions: int) -> None:
+        if (
+            not isinstance(partitions, int)
+            or isinstance(partitions, bool)
+            or not 1 <= partitions <= MAX_PARTITIONS
+        ):
+            raise InvalidPartitionsError(
+                f"topic {name!r}: partitions must be an integer from 1 to {MAX_PARTITIONS}, "
+                f"got {partitions!r}"
+            )
+
+    def topics(self, *, include_internal: bool = False) -> list[str]:
+        """Every topic, sorted by name."""
+        names = sorted(p.stem for p in (self.path / TOPICS_DIR).glob("*.json"))
+        return [n for n in names if include_internal or n not in INTERNAL_TOPICS]
+
+    def partitions(self, topic: str) -> list[TopicPartition]:
+        """The topic's partitions, in order (re-read, so partitions added elsewhere appear)."""
+        count = self._read_topic(topic, refresh=True)["partitions"]
+        return [TopicPartition(topic, p) for p in range(count)]
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        return TopicConfig.from_mapping(self._read_topic(topic)["config"])
+
+    def _meta_path(self, topic: str) -> Path:
+        return self.path / TOPICS_DIR / f"{validate_topic_name(topic)}.json"
+
+    def _read_topic(self, topic: str, *, refresh: bool = False) -> dict[str, Any]:
+        with self._mutex:
+            if refresh or topic not in self._topics:
+                try:
+                    self._topics[topic] = json.loads(self._meta_path(topic).read_text())
+                except FileNotFoundError:
+                    existing = self.topics()
+                    raise UnknownTopicOrPartitionError(
+                        f"topic {topic!r} does not exist in {self.path}; existing topics: "
+                        f"{', '.join(existing) if existing else '(none)'}"
+                    ) from None
+            return self._topics[topic]
+
+    # --- partitions ------------------------------------------------------------------------------
+
+    def partition_log(self, topic_partition: TopicPartition) -> PartitionLog:
+        """The (cached) PartitionLog of an existing partition."""
+        with self._mutex:
+            cached = self._partitions.get(topic_partition)
+            if cached is not None:
+                return cached
+            count = self._read_topic(topic_partition.topic)["partitions"]
+            if topic_partition.partition >= count:
+                count = self._read_topic(topic_partition.topic, refresh=True)["partitions"]
+            if topic_partition.partition >= count:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {topic_partition.partition} of topic {topic_partition.topic!r} "
+                    f"does not exist; valid partitions are 0..{count - 1}"
+                )
+            log = PartitionLog.open(
+                self.path / topic_partition.directory_name,
+                topic_partition,
+                self.topic_config(topic_partition.topic),
+                clock=self.clock,
+            )
+            self._partitions[topic_partition] = log
+            return log
+
+    # --- clients ---------------------------------------------------------------------------------
+
+    def producer(
+        self,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+        **config: Any,
+    ) -> Producer:
+        """An idempotent producer, or a transactional one with ``transactional_id``."""
+        from txn_log.producer import Producer
+
+        return Producer(self, transactional_id, transaction_timeout_ms, **config)
+
+    def consumer(self, isolation_level: str | IsolationLevel = "read_committed") -> Consumer:
+        """A reader at ``isolation_level`` (read_committed by default, as librdkafka)."""
+        from txn_log.consumer import Consumer
+
+        return Consumer(self, isolation_level)
+
+    @property
+    def coordinator(self) -> TransactionCoordinator:
+        """The transaction coordinator (every process is a peer, DESIGN §3)."""
+        with self._mutex:
+            if self._coordinator is None:
+                from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
+
+                self._coordinator = TransactionCoordinator(self)
+            return self._coordinator
+
+    @property
+    def group_offsets(self) -> GroupOffsetStore:
+        with self._mutex:
+            if self._group_offsets is None:
+                from txn_log.group_offsets import GroupOffsetStore
+
+                self._group_offsets = GroupOffsetStore(self)
+            return self._group_offsets
+
+    def committed(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets, only from committed transactions (O-04)."""
+        self.coordinator.maybe_abort_timed_out()
+        return self.group_offsets.committed(group_id, partitions)
+
+    def close(self) -> None:
+        with self._mutex:
+            for log in self._partitions.values():
+                log.close()
+            self._partitions.clear()
+            self._lock.close()
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

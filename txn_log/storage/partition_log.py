@@ -1,0 +1,514 @@
+"""One partition's log, shared by every process that opens the log directory (DESIGN §2-3).
+
+Files are the truth; this object is a per-process cache of them:
+
+- ``append`` holds the partition's exclusive lock for one batch: catch up on what other
+  processes appended, validate (CRC, size, producer epoch and sequence, KIP-27 expected offset),
+  assign offsets by rewriting the batch's base offset (KIP-31: never decompressed), write,
+  update the indexes and the producer state. A failed validation writes nothing.
+- Readers take no lock. The readable end is the end of the last complete batch whose length and
+  CRC are valid; a batch still being written is simply not there yet.
+- Opening after a crash truncates a torn tail of the active segment and rebuilds the producer
+  state from the newest valid snapshot plus the log after it (P-24, X-11, X-20).
+
+Offsets: ``log_end_offset`` is exclusive (the next offset to assign); ``high_watermark`` equals
+it (no replication); ``last_stable_offset`` = min(first unstable offset, log end) (B-03, B-04).
+
+Thread safety: one ``threading.RLock`` per object guards the cache; the file lock serialises
+writers across processes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from txn_log.clock import SYSTEM_CLOCK, Clock
+from txn_log.errors import (
+    ExpectedOffsetMismatchError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from txn_log.file_lock import FileLock
+from txn_log.record.batch_header import (
+    BatchHeader,
+    TimestampType,
+    set_base_offset,
+    set_log_append_time,
+    validate_batch,
+)
+from txn_log.record.control import ControlType, encode_control_batch
+from txn_log.storage import replay
+from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
+from txn_log.storage.producer_append_info import AppendOrigin, CompletedTxn
+from txn_log.storage.producer_state import ProducerStateManager
+from txn_log.storage.segment import LogSegment
+from txn_log.storage.txn_index import AbortedTxn
+from txn_log.topic_config import TopicConfig
+from txn_log.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+NO_EXPECTED_OFFSET = -1
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+LOCK_FILE = ".lock"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed. Offsets inclusive; ``duplicate`` = a retry answered from cache."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class MarkerResult:
+    """A COMMIT/ABORT marker written at ``offset``; ``completed_txn`` is None for a duplicate."""
+
+    offset: int
+    completed_txn: CompletedTxn | None
+
+
+class PartitionLog:
+    """The segments, indexes and producer state of one partition directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: TopicConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.directory = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self._clock = clock
+        self._mutex = threading.RLock()
+        self._lock = FileLock(directory / LOCK_FILE)
+        self._segments: list[LogSegment] = []
+        self._end_offset = 0
+        self._tail_position = 0  # bytes of the active segment applied to the caches
+        self._producer_state: ProducerStateManager  # built under the lock, in ``open``
+        self.last_recovery: list[str] = []
+
+    # --- opening and recovery ------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: TopicConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> PartitionLog:
+        """Open (creating if needed) and recover the partition under its lock."""
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, topic_partition, config, clock=clock)
+        with log._mutex, log._lock:
+            log._producer_state = ProducerStateManager(directory, str(topic_partition), clock=clock)
+            log._load_segments()
+            log._recover()
+        return log
+
+    def _load_segments(self) -> None:
+        bases = sorted(
+            parsed[0]
+            for parsed in map(parse_offset_file_name, (p.name for p in self.directory.iterdir()))
+            if parsed is not None and parsed[1] == LOG_SUFFIX
+        )
+        if not bases:
+            bases = [0]
+        self._segments = [self._open_segment(base) for base in bases]
+
+    def _recover(self) -> None:
+        """Truncate a torn tail, rebuild indexes of the active segment, reload producer state."""
+        active = self._segments[-1]
+        recovery = active.recover(self.config.max_message_bytes, allow_torn_tail=True)
+        if recovery.truncated_bytes:
+            message = (
+                f"{self.topic_partition}: truncated a torn tail of {recovery.truncated_bytes} "
+                f"bytes at position {recovery.truncated_at} of "
+                f"{self.directory / offset_file_name(active.base_offset, LOG_SUFFIX)}"
+            )
+            self.last_recovery.append(message)
+            logger.warning(message)
+        self._end_offset = active.next_offset
+        self._tail_position = active.size
+        active.txn_index.truncate_to(self._end_offset)
+        self._producer_state.truncate_and_reload(
+            self.log_start_offset, self._end_offset, self._clock.time_ms()
+        )
+        self._replay(self._producer_state.map_end_offset, self._end_offset)
+
+    # --- catching up with other processes -----------------------------------------------------
+
+    def _catch_up(self) -> None:
+        """Apply batches other processes appended since this process last looked.
+
+        ``_tail_position`` is how far this process has applied the active segment; a segment
+        that another process rolled to is applied from its start.
+        """
+        while True:
+            active = self._segments[-1]
+            for position, header in active.batches(start_position=self._tail_position):
+                batch = active.read_bytes(position, header.size_in_bytes)
+                replay.apply_batch(self._producer_state, header, batch)
+                self._end_offset = header.next_offset
+                self._tail_position = position + header.size_in_bytes
+            self._producer_state.update_map_end_offset(self._end_offset)
+            next_path = self.directory / offset_file_name(self._end_offset, LOG_SUFFIX)
+            if self._end_offset == active.base_offset or not next_path.exists():
+                return
+            self._segments.append(self._open_segment(self._end_offset))
+            self._tail_position = 0
+
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.open(
+            self.directory, base_offset, index_interval_bytes=self.config.index_interval_bytes
+        )
+
+    def _replay(self, start_offset: int, end_offset: int) -> None:
+        """Rebuild producer state from the log in [start_offset, end_offset)."""
+        for header, batch in self._read_unlocked(start_offset, end_offset):
+            if header.next_offset <= start_offset:
+                continue
+            replay.apply_batch(self._producer_state, header, batch)
+        self._producer_state.update_map_end_offset(end_offset)
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still in the log, inclusive."""
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign (exclusive end), after catching up."""
+        with self._mutex:
+            self._catch_up()
+            return self._end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Equals the log end: every appended batch is as durable as it will get."""
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the earliest open transaction, else the log end (B-03, B-04)."""
+        with self._mutex:
+            self._catch_up()
+            first_unstable = self._producer_state.first_unstable_offset()
+            if first_unstable is None:
+                return self._end_offset
+            return min(first_unstable, self._end_offset)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    # --- appending -------------------------------------------------------------------------------
+
+    def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        *,
+        expected_offset: int = NO_EXPECTED_OFFSET,
+        sync: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendResult:
+        """Append one client batch atomically (F-08); validation failures write nothing.
+
+        ``expected_offset`` is KIP-27's expected offset of the batch's first record: when the
+        topic enables ``check.expected.offsets`` and it is not -1, a mismatch with the log end
+        refuses the whole batch (K-04). Checked after the sequence checks, so a retry of a
+        written batch is answered as a duplicate, not as a mismatch (K-09). ``origin``
+        COORDINATOR (transactional offset commits) checks the epoch but not sequences (O-03).
+        """
+        header = self._validate_client_batch(batch)
+        with self._mutex, self._lock:
+            self._catch_up()
+            duplicate = replay.find_duplicate(self._producer_state, header)
+            if duplicate is not None:
+                return AppendResult(duplicate[0], duplicate[1], -1, duplicate=True)
+            append_info = replay.validate_data_batch(self._producer_state, header, self._end_offset)
+            self._check_expected_offset(expected_offset)
+            result = self._write(bytearray(batch), header)
+            if append_info is not None:
+                self._producer_state.update(append_info)
+            self._producer_state.update_map_end_offset(self._end_offset)
+            if sync:
+                self._segments[-1].flush()
+            return result
+
+    def _validate_client_batch(self, batch: bytes | bytearray | memoryview) -> BatchHeader:
+        header = validate_batch(batch)
+        _ = header.compression  # an unknown codec raises UnsupportedCompressionTypeError
+        if header.is_control:
+            raise InvalidRecordError(
+                f"{self.topic_partition}: a client may not append a control batch; COMMIT and "
+                "ABORT markers are written by the transaction coordinator only (F-31)"
+            )
+        if len(batch) > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"{self.topic_partition}: batch of {len(batch)} bytes exceeds the topic's "
+                f"max.message.bytes of {self.config.max_message_bytes} (F-09)"
+            )
+        if header.records_count < 1:
+            raise InvalidRecordError(f"{self.topic_partition}: a data batch must hold records")
+        return header
+
+    def _check_expected_offset(self, expected_offset: int) -> None:
+        if not self.config.check_expected_offsets or expected_offset == NO_EXPECTED_OFFSET:
+            return
+        if expected_offset != self._end_offset:
+            raise ExpectedOffsetMismatchError(
+                f"{self.topic_partition}: expected offset {expected_offset} does not match the "
+                f"log end offset {self._end_offset}; the whole batch was refused (KIP-27)"
+            )
+
+    def _write(self, batch: bytearray, header: BatchHeader) -> AppendResult:
+        """Assign offsets (and LogAppendTime) and write; the caller holds the lock."""
+        base_offset = self._end_offset
+        set_base_offset(batch, base_offset)
+        log_append_time = -1
+        if self.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME:
+            log_append_time = self._clock.time_ms()
+            set_log_append_time(batch, log_append_time)
+        header = validate_batch(batch)
+        self._maybe_roll(header)
+        self._append_to_active(batch, header)
+        return AppendResult(base_offset, header.last_offset, log_append_time)
+
+    def _append_to_active(self, batch: bytearray, header: BatchHeader) -> None:
+        position = self._segments[-1].append(batch, header)
+        self._end_offset = header.next_offset
+        self._tail_position = position + header.size_in_bytes
+
+    def _maybe_roll(self, header: BatchHeader) -> None:
+        active = self._segments[-1]
+        if active.size == 0:
+            return
+        too_big = active.size + header.size_in_bytes > self.config.segment_bytes
+        first_ts = active.first_batch_timestamp
+        too_old = first_ts is not None and header.max_timestamp - first_ts > self.config.segment_ms
+        offset_overflow = header.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        if too_big or too_old or offset_overflow:
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end; snapshot producer state there (P-21)."""
+        with self._mutex, self._lock:
+            self._catch_up()
+            active = self._segments[-1]
+            if active.size == 0:
+                return active
+            active.flush()
+            segment = self._open_segment(self._end_offset)
+            self._segments.append(segment)
+            self._tail_position = 0
+            self._producer_state.update_map_end_offset(self._end_offset)
+            self._producer_state.take_snapshot()
+            return segment
+
+    def append_marker(
+        self,
+        control_type: ControlType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        sync: bool = True,
+    ) -> MarkerResult:
+        """Write a COMMIT/ABORT control batch for ``producer_id`` (B-01).
+
+        Stale producer or coordinator epochs raise before anything is written. For an abort the
+        ``.txnindex`` entry is written *before* the marker, so a lock-free reader that can see
+        the marker can always see the entry; recovery drops entries past the log end.
+        """
+        with self._mutex, self._lock:
+            self._catch_up()
+            now = self._clock.time_ms()
+            marker_offset = self._end_offset
+            append_info, completed = replay.validate_marker(
+                self._producer_state,
+                control_type,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                marker_offset=marker_offset,
+                timestamp_ms=now,
+            )
+            batch = bytearray(
+                encode_control_batch(
+                    control_type,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    coordinator_epoch=coordinator_epoch,
+                    timestamp_ms=now,
+                    base_offset=marker_offset,
+                )
+            )
+            header = validate_batch(batch)
+            self._maybe_roll(header)
+            if completed is not None and completed.is_aborted:
+                lso = self._producer_state.last_stable_offset_for(completed)
+                self._segments[-1].txn_index.append(
+                    AbortedTxn(producer_id, completed.first_offset, marker_offset, lso)
+                )
+            self._append_to_active(batch, header)
+            self._producer_state.update(append_info)
+            if completed is not None:
+                self._producer_state.complete_txn(completed)
+            self._producer_state.update_map_end_offset(self._end_offset)
+            if sync:
+                self._segments[-1].flush()
+            return MarkerResult(marker_offset, completed)
+
+    def flush(self) -> None:
+        """fdatasync the active segment and its indexes (durability against power loss)."""
+        with self._mutex:
+            self._segments[-1].flush()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def read(
+        self, start_offset: int, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Whole batches overlapping [start_offset, end_offset), in offset order, lock-free.
+
+        The first batch may begin before ``start_offset`` (batches are never split); the caller
+        drops records outside the range. Raises OffsetOutOfRangeError below the log start or
+        past the log end.
+        """
+        with self._mutex:
+            self._catch_up()
+            self._refresh_start()
+            end = self._end_offset if end_offset is None else min(end_offset, self._end_offset)
+            if start_offset < self.log_start_offset or start_offset > self._end_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: offset {start_offset} is outside the log "
+                    f"[{self.log_start_offset}, {self._end_offset}]"
+                )
+            segments = list(self._segments)
+        return self._iter_batches(segments, start_offset, end)
+
+    def _read_unlocked(
+        self, start_offset: int, end_offset: int
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        return self._iter_batches(list(self._segments), start_offset, end_offset)
+
+    @staticmethod
+    def _iter_batches(
+        segments: list[LogSegment], start_offset: int, end_offset: int
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        if start_offset >= end_offset:
+            return
+        bases = [s.base_offset for s in segments]
+        index = max(bisect.bisect_right(bases, start_offset) - 1, 0)
+        for segment in segments[index:]:
+            if segment.base_offset >= end_offset:
+                return
+            position = segment.find_batch_position(start_offset)
+            if position is None:
+                continue
+            for batch_position, header in segment.batches(start_position=position):
+                if header.base_offset >= end_offset:
+                    return
+                if header.next_offset <= start_offset:
+                    continue
+                data = segment.read_bytes(batch_position, header.size_in_bytes)
+                yield header, memoryview(data)
+
+    def _refresh_start(self) -> None:
+        """Forget segments that another process deleted (retention)."""
+        while len(self._segments) > 1 and not self._segments[0].log_path.exists():
+            self._segments.pop(0).close()
+
+    def collect_aborted_txns(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions intersecting [start_offset, end_offset) (B-12 step 4)."""
+        with self._mutex:
+            self._catch_up()
+            bases = [s.base_offset for s in self._segments]
+            index = max(bisect.bisect_right(bases, start_offset) - 1, 0)
+            aborted: list[AbortedTxn] = []
+            for segment in self._segments[index:]:
+                result = segment.txn_index.collect_aborted_txns(start_offset, end_offset)
+                aborted.extend(result.aborted_txns)
+                if result.is_complete:
+                    break
+            return aborted
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """First offset whose record timestamp is ≥ ``timestamp_ms`` (KIP-32, T-17); None if none.
+
+        Control records are never the answer (F-30).
+        """
+        with self._mutex:
+            self._catch_up()
+            for segment in self._segments:
+                if segment.max_timestamp is not None and segment.max_timestamp < timestamp_ms:
+                    continue
+                found = segment.find_offset_by_timestamp(
+                    timestamp_ms, segment.base_offset, replay.record_timestamps
+                )
+                if found is not None:
+                    return found
+            return None
+
+    # --- retention ------------------------------------------------------------------------------
+
+    def delete_old_segments(self) -> list[int]:
+        """Apply retention.ms / retention.bytes to closed segments (T-10); returns base offsets."""
+        deleted: list[int] = []
+        with self._mutex, self._lock:
+            self._catch_up()
+            self._refresh_start()
+            now = self._clock.time_ms()
+            total = sum(s.size for s in self._segments)
+            while len(self._segments) > 1:
+                oldest = self._segments[0]
+                expired = (
+                    self.config.retention_ms >= 0
+                    and oldest.max_timestamp is not None
+                    and now - oldest.max_timestamp > self.config.retention_ms
+                )
+                oversize = (
+                    self.config.retention_bytes >= 0
+                    and total - oldest.size >= self.config.retention_bytes
+                )
+                if not (expired or oversize):
+                    break
+                total -= oldest.size
+                self._segments.pop(0)
+                oldest.delete()
+                deleted.append(oldest.base_offset)
+            if deleted:
+                self._producer_state.delete_snapshots_before(self.log_start_offset)
+        return deleted
+
+    def close(self) -> None:
+        with self._mutex:
+            for segment in self._segments:
+                segment.close()
+            self._lock.close()
+
+    def check_offset(self, offset: int) -> None:
+        """Raise OffsetOutOfRangeError naming the valid range unless start ≤ offset ≤ end."""
+        end = self.log_end_offset
+        if not self.log_start_offset <= offset <= end:
+            raise OffsetOutOfRangeError(
+                f"{self.topic_partition}: offset {offset} is outside the log "
+                f"[{self.log_start_offset}, {end}]"
+            )

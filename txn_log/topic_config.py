@@ -1,0 +1,122 @@
+"""Topic names and topic configs, validated before anything is written (DESIGN §2).
+
+Names follow Kafka's rule: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``, so a
+name can never reach outside the log directory. Config keys and defaults are Kafka's own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from txn_log.errors import InvalidConfigError, InvalidTopicError
+from txn_log.record.batch_header import TimestampType
+
+MAX_TOPIC_NAME_LENGTH = 249
+LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
+
+
+def validate_topic_name(name: object) -> str:
+    """Return ``name`` if Kafka would accept it as a topic name, else raise InvalidTopicError."""
+    if not isinstance(name, str):
+        raise InvalidTopicError(f"topic name must be a string, got {type(name).__name__}")
+    if not name:
+        raise InvalidTopicError("topic name is empty; use 1 to 249 characters of [a-zA-Z0-9._-]")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name {name!r} is not allowed ('.' and '..' are reserved)")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name of {len(name)} characters is too long; the maximum is "
+            f"{MAX_TOPIC_NAME_LENGTH}"
+        )
+    if not LEGAL_TOPIC_NAME.fullmatch(name):
+        bad = sorted({c for c in name if not LEGAL_TOPIC_NAME.fullmatch(c)})
+        raise InvalidTopicError(
+            f"topic name {name!r} contains {''.join(bad)!r}; only ASCII letters, digits, "
+            "'.', '_' and '-' are allowed"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """Per-topic settings under Kafka's config names (see ``KEYS``); times in ms, sizes in bytes."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    max_message_bytes: int = 1_048_588
+    index_interval_bytes: int = 4096
+    message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    check_expected_offsets: bool = False  # KIP-27, CFG-15: off unless configured
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any] | None) -> TopicConfig:
+        """Parse Kafka-named keys (``segment.bytes`` …); unknown keys and bad values raise."""
+        values: dict[str, Any] = {}
+        for key, raw in (config or {}).items():
+            if key not in KEYS:
+                raise InvalidConfigError(
+                    f"unknown topic config {key!r}; valid keys are {', '.join(sorted(KEYS))}"
+                )
+            values[KEYS[key]] = _parse_value(key, raw)
+        return cls(**values)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """Kafka-named keys to JSON-friendly values (the inverse of ``from_mapping``)."""
+        by_field = asdict(self)
+        out: dict[str, Any] = {}
+        for key, name in KEYS.items():
+            value = by_field[name]
+            out[key] = _TIMESTAMP_TYPE_NAMES[value] if name == "message_timestamp_type" else value
+        return out
+
+
+KEYS = {f.name.replace("_", "."): f.name for f in fields(TopicConfig)}
+_TIMESTAMP_TYPE_NAMES = {
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}
+_MINIMUMS = {
+    "segment.bytes": 14,
+    "segment.ms": 1,
+    "retention.bytes": -1,
+    "retention.ms": -1,
+    "max.message.bytes": 0,
+    "index.interval.bytes": 0,
+}
+
+
+def _parse_value(key: str, raw: Any) -> Any:
+    if key == "message.timestamp.type":
+        for ts_type, name in _TIMESTAMP_TYPE_NAMES.items():
+            if str(raw) == name:
+                return ts_type
+        raise InvalidConfigError(
+            f"invalid value {raw!r} for topic config {key!r}; valid values are CreateTime, "
+            "LogAppendTime"
+        )
+    if key == "check.expected.offsets":
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise InvalidConfigError(
+                f"invalid value {raw!r} for topic config {key!r}; valid values are true, false"
+            )
+        return text == "true"
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(
+            f"invalid value {raw!r} for topic config {key!r}; expected an integer"
+        ) from None
+    if value < _MINIMUMS[key]:
+        raise InvalidConfigError(
+            f"invalid value {value} for topic config {key!r}; the minimum is {_MINIMUMS[key]}"
+        )
+    return value
