@@ -1,0 +1,420 @@
+"""The transaction coordinator of an embedded log (KIP-98 §3, DESIGN §3-4).
+
+There is no server: every process that opens the log is a peer coordinator. Each operation
+takes the coordinator lock, catches up on the state log (``__transaction_state-0``) by
+replaying what other processes appended, finishes whatever a crashed peer left past its commit
+point (C-22, T11), validates the request with the pure rules of ``transaction_metadata``,
+appends the new state (one batch, fsynced: the batch append is atomic, F-08), then applies it.
+
+Commit and abort follow C-19 synchronously (the seed order, C-18): PREPARE_* is written and
+fsynced (the commit point, C-08), then a marker is written to every partition of the
+transaction, then COMPLETE_*. A crash anywhere after PREPARE is finished by the next process
+that touches the coordinator; markers written twice are harmless (C-20).
+
+Coordinator epoch (C-23): one logical coordinator owns the state log and every marker is
+written under its lock, so no zombie coordinator can interleave; markers carry the constant
+``COORDINATOR_EPOCH``. The partition side still enforces the rule (tested there) so that a
+Kafka backend keeps it.
+
+Timeouts (C-25) are enforced without a daemon: ``maybe_abort_timed_out`` runs on every
+coordinator operation and whenever a read_committed reader plans past an open transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from txn_log.coordinator.coordinator_state import CoordinatorState
+from txn_log.coordinator.state_log_format import (
+    BatchCommitEntry,
+    StateLogEntry,
+    TransactionLogEntry,
+    TxnRef,
+    decode_record,
+    encode_key,
+    encode_value,
+)
+from txn_log.coordinator.transaction_metadata import (
+    DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+    DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+    InitProducerIdResult,
+    TransactionMetadata,
+    prepare_init_producer_id,
+)
+from txn_log.coordinator.transaction_state import TransactionState
+from txn_log.errors import (
+    InvalidProducerIdMappingError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
+from txn_log.file_lock import FileLock
+from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.record.control import ControlType
+from txn_log.topic_config import TRANSACTION_STATE_TOPIC
+from txn_log.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from txn_log.log import Log
+
+STATE_PARTITION = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
+COORDINATOR_EPOCH = 0
+EXPIRATION_CHECK_INTERVAL_MS = 50
+
+
+class TransactionCoordinator:
+    """Coordinator operations on one log. Thread-safe; any number of processes at once."""
+
+    def __init__(
+        self,
+        log: Log,
+        *,
+        max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+        transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+    ) -> None:
+        self._log = log
+        self._clock = log.clock
+        self.max_timeout_ms = max_timeout_ms
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
+        self._lock = FileLock(log.path / "coordinator.lock")
+        self._mutex = threading.RLock()
+        self._state = CoordinatorState()
+        self._applied = 0  # state-log offset applied so far (exclusive)
+        self._last_expiration_check = -EXPIRATION_CHECK_INTERVAL_MS
+
+    # --- locking, catching up, writing ---------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[CoordinatorState]:
+        """Hold the coordinator; on entry catch up and finish what peers left (C-22)."""
+        with self._mutex, self._lock:
+            self._catch_up()
+            self._complete_pending()
+            self._abort_timed_out()
+            yield self._state
+
+    def _catch_up(self) -> None:
+        from txn_log.record.codec import iter_records
+
+        plog = self._log.partition_log(STATE_PARTITION)
+        for _, batch in plog.read(self._applied):
+            for record in iter_records(batch):
+                if record.offset >= self._applied:
+                    self._state.apply(decode_record(record.key or b"", record.value))
+                    self._applied = record.offset + 1
+
+    def _write(self, entries: Sequence[StateLogEntry]) -> None:
+        """Append ``entries`` as one atomic, fsynced batch, then apply them."""
+        from txn_log.record.codec import encode_records
+
+        now = self._clock.time_ms()
+        batch = encode_records(
+            [(encode_key(e), encode_value(e), now, ()) for e in entries], now_ms=now
+        )
+        result = self._log.partition_log(STATE_PARTITION).append(batch, sync=True)
+        for entry in entries:
+            self._state.apply(entry)
+        self._applied = result.last_offset + 1
+
+    def _write_metadata(self, *metadata: TransactionMetadata) -> None:
+        self._write([TransactionLogEntry(md.transactional_id, md) for md in metadata])
+
+    # --- completing transactions (C-19) ------------------------------------------------------
+
+    def _write_markers(self, metadata: TransactionMetadata) -> None:
+        control = (
+            ControlType.COMMIT
+            if metadata.state is TransactionState.PREPARE_COMMIT
+            else ControlType.ABORT
+        )
+        for topic, partition in sorted(metadata.topic_partitions):
+            plog = self._log.partition_log(TopicPartition(topic, partition))
+            plog.append_marker(
+                control,
+                producer_id=metadata.producer_id,
+                producer_epoch=metadata.producer_epoch,
+                coordinator_epoch=COORDINATOR_EPOCH,
+            )
+
+    def _complete(self, metadata: TransactionMetadata) -> TransactionMetadata:
+        """Markers, then COMPLETE_* (a prepared transaction only)."""
+        self._write_markers(metadata)
+        completed = metadata.prepare_complete(self._clock.time_ms())
+        self._write_metadata(completed)
+        return completed
+
+    def _complete_pending(self) -> None:
+        pending = self._state.pending_completions()
+        for metadata in pending.transactions:
+            self._complete(metadata)
+        for batch in pending.batches:
+            self._complete_batch(batch)
+
+    def _abort_timed_out(self) -> None:
+        now = self._clock.time_ms()
+        if now - self._last_expiration_check < EXPIRATION_CHECK_INTERVAL_MS:
+            return
+        self._last_expiration_check = now
+        expired = self._state.expired(now, self.transactional_id_expiration_ms)
+        for metadata in expired.timed_out:  # C-25: bump the epoch, abort with it (P-18)
+            fenced = metadata.prepare_fence_and_abort(now)
+            self._write_metadata(fenced)
+            self._complete(fenced)
+        for transactional_id in expired.expirable_ids:  # C-27: a tombstone
+            self._write([TransactionLogEntry(transactional_id, None)])
+
+    def maybe_abort_timed_out(self) -> None:
+        """Abort transactions past their timeout (rate-limited; cheap when nothing is due)."""
+        if self._clock.time_ms() - self._last_expiration_check < EXPIRATION_CHECK_INTERVAL_MS:
+            return
+        with self._locked():
+            pass
+
+    # --- the producer-facing requests (C-14..C-18) -------------------------------------------
+
+    def init_producer_id(
+        self, transactional_id: str | None, transaction_timeout_ms: int
+    ) -> tuple[int, int]:
+        """(producer id, epoch) for a new producer instance; fences older ones (C-14, C-24).
+
+        Without a transactional id: a fresh producer id with epoch 0 (C-15). With one: the
+        epoch is bumped; an open transaction of the previous instance is aborted first (T9),
+        one past its commit point is rolled forward (T10, by ``_locked``).
+        """
+        if transactional_id is None:
+            return self._log.producer_ids.generate_producer_id(), 0
+        with self._locked() as state:
+            result = self._prepare_init(state, transactional_id, transaction_timeout_ms)
+            if result.fenced_abort:
+                self._write_metadata(result.metadata)
+                self._complete(result.metadata)
+                result = self._prepare_init(state, transactional_id, transaction_timeout_ms)
+            self._write_metadata(result.metadata)
+            return result.metadata.producer_id, result.metadata.producer_epoch
+
+    def _prepare_init(
+        self, state: CoordinatorState, transactional_id: str, timeout_ms: int
+    ) -> InitProducerIdResult:
+        return prepare_init_producer_id(
+            state.metadata(transactional_id),
+            transactional_id,
+            timeout_ms,
+            self._clock.time_ms(),
+            self._log.producer_ids.generate_producer_id,
+            self.max_timeout_ms,
+        )
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None:
+        """Register partitions before the first write to them (C-16, C-38)."""
+        with self._locked() as state:
+            current = self._metadata(state, transactional_id, producer_id)
+            updated = current.prepare_add_partitions(
+                producer_id,
+                producer_epoch,
+                [(tp.topic, tp.partition) for tp in partitions],
+                self._clock.time_ms(),
+            )
+            if updated is not current:
+                self._write_metadata(updated)
+
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> None:
+        """Register the group's offsets partition in the transaction (C-17, O-02)."""
+        with self._locked() as state:
+            current = self._metadata(state, transactional_id, producer_id)
+            updated = current.prepare_add_offsets(
+                producer_id,
+                producer_epoch,
+                group_id,
+                self._clock.time_ms(),
+                OFFSETS_PARTITION.partition,
+            )
+            if updated is not current:
+                self._write_metadata(updated)
+
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> None:
+        """Commit or abort (C-18): PREPARE_* (commit point), markers, COMPLETE_*.
+
+        A retry after completion with the same command is OK; a mismatch is
+        InvalidTxnStateError (T13, X-06).
+        """
+        with self._locked() as state:
+            current = self._metadata(state, transactional_id, producer_id)
+            prepared = current.prepare_end_txn(
+                producer_id, producer_epoch, commit, self._clock.time_ms()
+            )
+            if prepared is current:
+                return
+            self._write_metadata(prepared)
+            self._complete(prepared)
+
+    def check_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> TransactionMetadata:
+        """The current metadata, raising ProducerFenced if another instance took over."""
+        with self._locked() as state:
+            metadata = self._metadata(state, transactional_id, producer_id)
+            if metadata.producer_epoch != producer_epoch:
+                raise ProducerFencedError(
+                    f"transactional id {transactional_id!r}: producer {producer_id} epoch "
+                    f"{producer_epoch} was fenced by epoch {metadata.producer_epoch}"
+                )
+            return metadata
+
+    @staticmethod
+    def _metadata(
+        state: CoordinatorState, transactional_id: str, producer_id: int
+    ) -> TransactionMetadata:
+        metadata = state.metadata(transactional_id)
+        if metadata is None:
+            raise InvalidProducerIdMappingError(
+                f"transactional id {transactional_id!r} has no producer id mapping (it expired "
+                "or was never initialised); call init_transactions() (E-05)"
+            )
+        if metadata.producer_id != producer_id:
+            raise ProducerFencedError(
+                f"transactional id {transactional_id!r} is now mapped to producer "
+                f"{metadata.producer_id}, not {producer_id}: this instance was fenced"
+            )
+        return metadata
+
+    # --- the batch commit (DESIGN §4) ---------------------------------------------------------
+
+    def commit_batch(
+        self,
+        sink_id: str,
+        batch_id: int,
+        transactions: Sequence[TxnRef],
+        *,
+        group_id: str | None = None,
+        offsets: Sequence[tuple[str, int, int]] = (),
+    ) -> bool:
+        """Commit every listed task transaction, the ledger entry and the group offsets as one.
+
+        Returns False (a no-op) when ``(sink_id, batch_id)`` already committed. Every listed
+        transaction must still belong to the listed producer id and epoch and be open (or
+        empty: a task that wrote nothing); otherwise nothing is committed and the error names
+        the transaction. The single PREPARE_COMMIT batch record is the commit point.
+        """
+        with self._locked() as state:
+            if state.is_batch_committed(sink_id, batch_id):
+                return False
+            now = self._clock.time_ms()
+            members = [self._batch_member(state, sink_id, batch_id, ref) for ref in transactions]
+            prepared = [
+                md.prepare_end_txn(md.producer_id, md.producer_epoch, True, now)
+                for md in members
+                if md.state is TransactionState.ONGOING
+            ]
+            entry = BatchCommitEntry(
+                sink_id,
+                batch_id,
+                TransactionState.PREPARE_COMMIT,
+                tuple(transactions),
+                group_id,
+                tuple(offsets),
+                now,
+            )
+            self._write([entry, *(TransactionLogEntry(md.transactional_id, md) for md in prepared)])
+            self._complete_pending()
+            return True
+
+    def _batch_member(
+        self, state: CoordinatorState, sink_id: str, batch_id: int, ref: TxnRef
+    ) -> TransactionMetadata:
+        metadata = state.metadata(ref.transactional_id)
+        where = f"batch {batch_id} of sink {sink_id!r}: transaction {ref.transactional_id!r}"
+        if metadata is None:
+            raise InvalidProducerIdMappingError(f"{where} is unknown to the coordinator")
+        if (metadata.producer_id, metadata.producer_epoch) != (ref.producer_id, ref.producer_epoch):
+            raise ProducerFencedError(
+                f"{where} was written by producer {ref.producer_id} epoch {ref.producer_epoch}, "
+                f"but the id now belongs to producer {metadata.producer_id} epoch "
+                f"{metadata.producer_epoch}: the task was fenced or timed out; nothing committed"
+            )
+        if metadata.state not in (TransactionState.ONGOING, TransactionState.EMPTY):
+            raise InvalidTxnStateError(
+                f"{where} is {metadata.state.name}, expected ONGOING (or EMPTY for a task "
+                "that wrote nothing); nothing committed"
+            )
+        return metadata
+
+    def _complete_batch(self, batch: BatchCommitEntry) -> None:
+        """Roll a prepared batch forward: its transactions, its offsets, then COMPLETE."""
+        for ref in batch.transactions:
+            metadata = self._state.metadata(ref.transactional_id)
+            if metadata is not None and metadata.state is TransactionState.PREPARE_COMMIT:
+                self._complete(metadata)
+        if batch.group_id is not None and batch.offsets:
+            offsets = {TopicPartition(t, p): OffsetAndMetadata(o) for t, p, o in batch.offsets}
+            self._log.group_offsets.commit(batch.group_id, offsets)
+        done = BatchCommitEntry(
+            batch.sink_id,
+            batch.batch_id,
+            TransactionState.COMPLETE_COMMIT,
+            batch.transactions,
+            batch.group_id,
+            batch.offsets,
+            self._clock.time_ms(),
+        )
+        self._write([done])
+
+    def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
+        """The ledger: whether ``(sink_id, batch_id)`` committed (its commit point passed)."""
+        with self._locked() as state:
+            return state.is_batch_committed(sink_id, batch_id)
+
+    def last_committed_batch(self, sink_id: str) -> BatchCommitEntry | None:
+        with self._locked() as state:
+            return state.ledger_entry(sink_id)
+
+    # --- listing and aborting ------------------------------------------------------------------
+
+    def open_transactions(self, prefix: str = "") -> list[TransactionMetadata]:
+        """Open (ONGOING or PREPARE_*) transactions whose id starts with ``prefix``."""
+        with self._locked() as state:
+            return [
+                md
+                for tid in state.open_transactions(prefix)
+                if (md := state.metadata(tid)) is not None
+            ]
+
+    def transactions(self) -> list[TransactionMetadata]:
+        """Every known transactional id's metadata, sorted by id."""
+        with self._locked() as state:
+            return [
+                md for tid in state.transactional_ids() if (md := state.metadata(tid)) is not None
+            ]
+
+    def abort_transaction(self, transactional_id: str) -> bool:
+        """Fence and abort an open transaction (as a timeout would, C-25); False if none."""
+        with self._locked() as state:
+            metadata = state.metadata(transactional_id)
+            if metadata is None or metadata.state is not TransactionState.ONGOING:
+                return False
+            fenced = metadata.prepare_fence_and_abort(self._clock.time_ms())
+            self._write_metadata(fenced)
+            self._complete(fenced)
+            return True
+
+    def abort_open_transactions(self, prefix: str, keep: Iterable[str] = ()) -> list[str]:
+        """Abort every open transaction under ``prefix`` except ``keep`` (zombies, DESIGN §5)."""
+        kept = set(keep)
+        aborted = []
+        for metadata in self.open_transactions(prefix):
+            if metadata.transactional_id not in kept and self.abort_transaction(
+                metadata.transactional_id
+            ):
+                aborted.append(metadata.transactional_id)
+        return aborted
