@@ -1,0 +1,187 @@
+"""``Consumer``: read a partition at an isolation level, as records or as Arrow batches.
+
+read_committed (the default, as in librdkafka, CFG-05) never reads at or past the last stable
+offset, drops aborted transactions batch by batch (see ``read_committed``) and never returns
+control records; read_uncommitted reads to the log end and returns aborted data too, but still
+no control records (F-32). Delivery is always in offset order (G-05); offsets have gaps where
+markers sit.
+
+A read is stateless: every call re-plans from the files, so seeking (B-14) is simply calling
+``read`` with another start offset. Readers take no lock (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from txn_log.errors import OffsetOutOfRangeError
+from txn_log.read_committed import AbortedTxnFilter, IsolationLevel
+from txn_log.record.batch_header import BatchHeader, TimestampType
+from txn_log.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from txn_log.log import Log
+    from txn_log.storage.partition_log import PartitionLog
+
+Headers = tuple[tuple[str, "bytes | None"], ...]
+
+
+@dataclass(frozen=True)
+class ConsumerRecord:
+    """One delivered record. ``timestamp_ms`` is ms since the epoch (CreateTime or
+    LogAppendTime, per ``timestamp_type``); headers are (str, bytes | None) pairs."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int
+    timestamp_type: TimestampType
+
+
+@dataclass
+class ReadStats:
+    """What one read went through: records delivered, aborted records skipped, markers."""
+
+    records: int = 0
+    aborted_records_skipped: int = 0
+    control_records_skipped: int = 0
+    batches: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Consumer:
+    """Reads partitions of one log. Thread-safe; holds no position between calls."""
+
+    def __init__(
+        self, log: Log, isolation_level: str | IsolationLevel = IsolationLevel.READ_COMMITTED
+    ) -> None:
+        self._log = log
+        self.isolation_level = IsolationLevel.parse(isolation_level)
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    def end_offset(self, topic_partition: TopicPartition) -> int:
+        """Exclusive end a read can reach: the LSO under read_committed (B-07), else the log
+        end."""
+        plog = self._log.partition_log(topic_partition)
+        if self.isolation_level is IsolationLevel.READ_COMMITTED:
+            lso = plog.last_stable_offset
+            if lso < plog.log_end_offset:  # an open transaction: is it past its timeout?
+                self._log.coordinator.maybe_abort_timed_out()
+                lso = plog.last_stable_offset
+            return lso
+        return plog.log_end_offset
+
+    def start_offset(self, topic_partition: TopicPartition) -> int:
+        """First offset still in the log (inclusive)."""
+        return self._log.partition_log(topic_partition).log_start_offset
+
+    def offset_for_timestamp(
+        self, topic_partition: TopicPartition, timestamp_ms: int
+    ) -> int | None:
+        """First offset with a record timestamp ≥ ``timestamp_ms`` (KIP-32), capped at the end
+        a read can reach (T-17); None when every record is older."""
+        offset = self._log.partition_log(topic_partition).offset_for_timestamp(timestamp_ms)
+        if offset is None:
+            return None
+        return min(offset, self.end_offset(topic_partition))
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def read(
+        self,
+        topic_partition: TopicPartition,
+        start_offset: int,
+        end_offset: int | None = None,
+        max_records: int | None = None,
+    ) -> list[ConsumerRecord]:
+        """Records in [start_offset, min(end_offset, end a read can reach)), in offset order.
+
+        A range that ends on a marker or inside an aborted transaction simply yields fewer
+        records; it never waits.
+        """
+        out: list[ConsumerRecord] = []
+        tp = topic_partition
+        for header, records in self.iter_record_batches(tp, start_offset, end_offset):
+            columns = records.to_pydict()
+            timestamp_type = header.timestamp_type
+            for i, offset in enumerate(columns["offset"]):
+                headers = tuple((h["key"], h["value"]) for h in columns["headers"][i] or ())
+                out.append(
+                    ConsumerRecord(
+                        tp.topic,
+                        tp.partition,
+                        offset,
+                        columns["key"][i],
+                        columns["value"][i],
+                        headers,
+                        columns["timestamp"][i],
+                        timestamp_type,
+                    )
+                )
+                if max_records is not None and len(out) >= max_records:
+                    return out
+        return out
+
+    def iter_record_batches(
+        self,
+        topic_partition: TopicPartition,
+        start_offset: int,
+        end_offset: int | None = None,
+        stats: ReadStats | None = None,
+    ) -> Iterator[tuple[BatchHeader, Any]]:
+        """(header, Arrow records of the codec's RECORD_SCHEMA) for each deliverable batch,
+        sliced to the range. Memory: one decoded log batch at a time."""
+        from txn_log.record.codec import decode_batch
+
+        plog, start, end = self._plan(topic_partition, start_offset, end_offset)
+        if start >= end:
+            return
+        aborted = AbortedTxnFilter(
+            plog.collect_aborted_txns(start, end)
+            if self.isolation_level is IsolationLevel.READ_COMMITTED
+            else ()
+        )
+        stats = stats if stats is not None else ReadStats()
+        for header, data in plog.read(start, end):
+            stats.batches += 1
+            overlap = min(header.next_offset, end) - max(header.base_offset, start)
+            if header.is_control:
+                stats.control_records_skipped += overlap
+                continue
+            if aborted.is_aborted(header):
+                stats.aborted_records_skipped += overlap
+                continue
+            records = decode_batch(data).records
+            if header.base_offset < start or header.next_offset > end:
+                records = _slice_offsets(records, start, end)
+            stats.records += records.num_rows
+            if records.num_rows:
+                yield header, records
+
+    def _plan(
+        self, topic_partition: TopicPartition, start_offset: int, end_offset: int | None
+    ) -> tuple[PartitionLog, int, int]:
+        plog = self._log.partition_log(topic_partition)
+        readable_end = self.end_offset(topic_partition)
+        if start_offset < plog.log_start_offset or start_offset > plog.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{topic_partition}: start offset {start_offset} is outside the log "
+                f"[{plog.log_start_offset}, {plog.log_end_offset}]"
+            )
+        end = readable_end if end_offset is None else min(end_offset, readable_end)
+        return plog, start_offset, end
+
+
+def _slice_offsets(records: Any, start: int, end: int) -> Any:
+    """Rows of ``records`` with start ≤ offset < end (offsets ascend within a batch)."""
+    import pyarrow.compute as pc
+
+    offsets = records.column("offset")
+    mask = pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, end))
+    return records.filter(mask)
