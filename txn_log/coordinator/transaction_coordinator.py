@@ -50,6 +50,7 @@ from txn_log.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
 )
+from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.record.control import ControlType
@@ -129,7 +130,9 @@ class TransactionCoordinator:
             if metadata.state is TransactionState.PREPARE_COMMIT
             else ControlType.ABORT
         )
-        for topic, partition in sorted(metadata.topic_partitions):
+        for index, (topic, partition) in enumerate(sorted(metadata.topic_partitions)):
+            if index:
+                crash_point("txn.between_markers")
             plog = self._log.partition_log(TopicPartition(topic, partition))
             plog.append_marker(
                 control,
@@ -140,7 +143,9 @@ class TransactionCoordinator:
 
     def _complete(self, metadata: TransactionMetadata) -> TransactionMetadata:
         """Markers, then COMPLETE_* (a prepared transaction only)."""
+        crash_point("txn.after_prepare")
         self._write_markers(metadata)
+        crash_point("txn.before_complete")
         completed = metadata.prepare_complete(self._clock.time_ms())
         self._write_metadata(completed)
         return completed
@@ -327,6 +332,7 @@ class TransactionCoordinator:
                 now,
             )
             self._write([entry, *(TransactionLogEntry(md.transactional_id, md) for md in prepared)])
+            crash_point("batch.after_prepare")
             self._complete_pending()
             return True
 
@@ -359,6 +365,7 @@ class TransactionCoordinator:
         if batch.group_id is not None and batch.offsets:
             offsets = {TopicPartition(t, p): OffsetAndMetadata(o) for t, p, o in batch.offsets}
             self._log.group_offsets.commit(batch.group_id, offsets)
+        crash_point("batch.before_complete")
         done = BatchCommitEntry(
             batch.sink_id,
             batch.batch_id,

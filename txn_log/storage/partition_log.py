@@ -242,7 +242,9 @@ class PartitionLog:
             duplicate = replay.find_duplicate(self._producer_state, header)
             if duplicate is not None:
                 return AppendResult(duplicate[0], duplicate[1], -1, duplicate=True)
-            append_info = replay.validate_data_batch(self._producer_state, header, self._end_offset)
+            append_info = replay.validate_data_batch(
+                self._producer_state, header, self._end_offset, origin
+            )
             self._check_expected_offset(expected_offset)
             result = self._write(bytearray(batch), header)
             if append_info is not None:

@@ -1,0 +1,28 @@
+"""Named crash points for the fault-injection suites (TESTING.md scenarios 5 and 6).
+
+A test process started with ``TXNLOG_CRASH_POINT=<name>`` kills *itself* with SIGKILL the
+``TXNLOG_CRASH_AFTER``-th time (default 1st) it reaches ``crash_point(<name>)``: the exact step
+of a commit at which a real process dies, with no exception, no ``finally`` and no flush. In
+every other process this is one comparison against None.
+
+Points: ``txn.after_prepare``, ``txn.between_markers``, ``txn.before_complete`` (commit and
+abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (batch commit).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_ARMED = os.environ.get("TXNLOG_CRASH_POINT") or None
+_remaining = int(os.environ.get("TXNLOG_CRASH_AFTER", "1"))
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process here if the environment armed ``name``."""
+    global _remaining
+    if _ARMED is None or name != _ARMED:
+        return
+    _remaining -= 1
+    if _remaining <= 0:
+        os.kill(os.getpid(), signal.SIGKILL)
