@@ -15,7 +15,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev]'
+	# compat mode puts the project root on sys.path, so Spark's pkgutil scan finds pyspark_txnlog
+	$(PY) -m pip install --quiet -e '.[test,dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 ## demo: set up, then run the main job

@@ -11,10 +11,10 @@ codec's Arrow output; no per-record Python objects. Memory is bounded by one out
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from txn_log.record.batch_header import TimestampType
+from txn_log.record.batch_header import BatchHeader, TimestampType
 
 if TYPE_CHECKING:
     from txn_log.consumer import Consumer, ReadStats
@@ -82,12 +82,23 @@ def read_spark_kafka_batches(
 ) -> Iterator[Any]:
     """Batches of at most ``max_rows`` rows for [start_offset, end_offset) at the consumer's
     isolation level, in offset order. Re-reading a range yields exactly the same rows."""
+    batches = consumer.iter_record_batches(topic_partition, start_offset, end_offset, stats)
+    return rebatch_spark_kafka(batches, topic_partition, include_headers, max_rows)
+
+
+def rebatch_spark_kafka(
+    batches: Iterable[tuple[BatchHeader, Any]],
+    topic_partition: TopicPartition,
+    include_headers: bool = False,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> Iterator[Any]:
+    """Turn decoded log batches into ``spark_kafka_schema`` batches of at most ``max_rows``."""
     import pyarrow as pa
 
     pending: list[Any] = []
     pending_rows = 0
     tp = topic_partition
-    for header, records in consumer.iter_record_batches(tp, start_offset, end_offset, stats):
+    for header, records in batches:
         batch = to_spark_kafka(
             records, tp.topic, tp.partition, header.timestamp_type, include_headers
         )

@@ -12,7 +12,7 @@ A read is stateless: every call re-plans from the files, so seeking (B-14) is si
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from txn_log.topic_partition import TopicPartition
 if TYPE_CHECKING:
     from txn_log.log import Log
     from txn_log.storage.partition_log import PartitionLog
+    from txn_log.storage.txn_index import AbortedTxn
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
 
@@ -137,32 +138,15 @@ class Consumer:
     ) -> Iterator[tuple[BatchHeader, Any]]:
         """(header, Arrow records of the codec's RECORD_SCHEMA) for each deliverable batch,
         sliced to the range. Memory: one decoded log batch at a time."""
-        from txn_log.record.codec import decode_batch
-
         plog, start, end = self._plan(topic_partition, start_offset, end_offset)
         if start >= end:
             return
-        aborted = AbortedTxnFilter(
+        aborted = (
             plog.collect_aborted_txns(start, end)
             if self.isolation_level is IsolationLevel.READ_COMMITTED
             else ()
         )
-        stats = stats if stats is not None else ReadStats()
-        for header, data in plog.read(start, end):
-            stats.batches += 1
-            overlap = min(header.next_offset, end) - max(header.base_offset, start)
-            if header.is_control:
-                stats.control_records_skipped += overlap
-                continue
-            if aborted.is_aborted(header):
-                stats.aborted_records_skipped += overlap
-                continue
-            records = decode_batch(data).records
-            if header.base_offset < start or header.next_offset > end:
-                records = _slice_offsets(records, start, end)
-            stats.records += records.num_rows
-            if records.num_rows:
-                yield header, records
+        yield from iter_deliverable_batches(plog, start, end, aborted, stats)
 
     def _plan(
         self, topic_partition: TopicPartition, start_offset: int, end_offset: int | None
@@ -176,6 +160,40 @@ class Consumer:
             )
         end = readable_end if end_offset is None else min(end_offset, readable_end)
         return plog, start_offset, end
+
+
+def iter_deliverable_batches(
+    plog: PartitionLog,
+    start: int,
+    end: int,
+    aborted_txns: Iterable[AbortedTxn],
+    stats: ReadStats | None = None,
+) -> Iterator[tuple[BatchHeader, Any]]:
+    """Decoded data batches of [start, end) minus control batches and the batches of
+    ``aborted_txns`` (empty for read_uncommitted), sliced to the range.
+
+    The caller planned ``end`` (≤ LSO for read_committed) and the aborted list; executors call
+    this directly with what the driver planned, so they never scan for markers (DESIGN §6).
+    """
+    from txn_log.record.codec import decode_batch
+
+    aborted = AbortedTxnFilter(aborted_txns)
+    stats = stats if stats is not None else ReadStats()
+    for header, data in plog.read(start, end):
+        stats.batches += 1
+        overlap = min(header.next_offset, end) - max(header.base_offset, start)
+        if header.is_control:
+            stats.control_records_skipped += overlap
+            continue
+        if aborted.is_aborted(header):
+            stats.aborted_records_skipped += overlap
+            continue
+        records = decode_batch(data).records
+        if header.base_offset < start or header.next_offset > end:
+            records = _slice_offsets(records, start, end)
+        stats.records += records.num_rows
+        if records.num_rows:
+            yield header, records
 
 
 def _slice_offsets(records: Any, start: int, end: int) -> Any:

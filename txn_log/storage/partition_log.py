@@ -161,8 +161,7 @@ class PartitionLog:
         while True:
             active = self._segments[-1]
             for position, header in active.batches(start_position=self._tail_position):
-                batch = active.read_bytes(position, header.size_in_bytes)
-                replay.apply_batch(self._producer_state, header, batch)
+                self._apply(active, position, header)
                 self._end_offset = header.next_offset
                 self._tail_position = position + header.size_in_bytes
             self._producer_state.update_map_end_offset(self._end_offset)
@@ -178,12 +177,16 @@ class PartitionLog:
         )
 
     def _replay(self, start_offset: int, end_offset: int) -> None:
-        """Rebuild producer state from the log in [start_offset, end_offset)."""
-        for header, batch in self._read_unlocked(start_offset, end_offset):
-            if header.next_offset <= start_offset:
-                continue
-            replay.apply_batch(self._producer_state, header, batch)
+        """Rebuild producer state from the log in [start_offset, end_offset): headers only,
+        plus the bytes of control batches (markers)."""
+        for segment, position, header in self._iter_headers(start_offset, end_offset):
+            if header.next_offset > start_offset:
+                self._apply(segment, position, header)
         self._producer_state.update_map_end_offset(end_offset)
+
+    def _apply(self, segment: LogSegment, position: int, header: BatchHeader) -> None:
+        batch = segment.read_bytes(position, header.size_in_bytes) if header.is_control else b""
+        replay.apply_batch(self._producer_state, header, batch)
 
     # --- offsets ---------------------------------------------------------------------------------
 
@@ -406,15 +409,11 @@ class PartitionLog:
             segments = list(self._segments)
         return self._iter_batches(segments, start_offset, end)
 
-    def _read_unlocked(
-        self, start_offset: int, end_offset: int
-    ) -> Iterator[tuple[BatchHeader, memoryview]]:
-        return self._iter_batches(list(self._segments), start_offset, end_offset)
-
-    @staticmethod
-    def _iter_batches(
-        segments: list[LogSegment], start_offset: int, end_offset: int
-    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+    def _iter_headers(
+        self, start_offset: int, end_offset: int, segments: list[LogSegment] | None = None
+    ) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, position, header) of the batches overlapping [start_offset, end_offset)."""
+        segments = list(self._segments) if segments is None else segments
         if start_offset >= end_offset:
             return
         bases = [s.base_offset for s in segments]
@@ -428,10 +427,14 @@ class PartitionLog:
             for batch_position, header in segment.batches(start_position=position):
                 if header.base_offset >= end_offset:
                     return
-                if header.next_offset <= start_offset:
-                    continue
-                data = segment.read_bytes(batch_position, header.size_in_bytes)
-                yield header, memoryview(data)
+                if header.next_offset > start_offset:
+                    yield segment, batch_position, header
+
+    def _iter_batches(
+        self, segments: list[LogSegment], start_offset: int, end_offset: int
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        for segment, position, header in self._iter_headers(start_offset, end_offset, segments):
+            yield header, memoryview(segment.read_bytes(position, header.size_in_bytes))
 
     def _refresh_start(self) -> None:
         """Forget segments that another process deleted (retention)."""
