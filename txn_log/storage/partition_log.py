@@ -131,10 +131,19 @@ class PartitionLog:
         self._segments = [self._open_segment(base) for base in bases]
 
     def _recover(self) -> None:
-        """Truncate a torn tail, rebuild indexes of the active segment, reload producer state."""
+        """Truncate a torn tail of the active segment, reload producer state.
+
+        Opening a segment already validated it from its last index entry to the end (see
+        ``segment``); only when bytes lie past the last valid batch (a writer died mid-append)
+        is the whole active segment re-validated and its indexes rebuilt, so a clean open
+        reads little more than the unindexed tail.
+        """
         active = self._segments[-1]
-        recovery = active.recover(self.config.max_message_bytes, allow_torn_tail=True)
-        if recovery.truncated_bytes:
+        if active.log_path.stat().st_size == active.size:
+            recovery = None
+        else:
+            recovery = active.recover(self.config.max_message_bytes, allow_torn_tail=True)
+        if recovery is not None and recovery.truncated_bytes:
             message = (
                 f"{self.topic_partition}: truncated a torn tail of {recovery.truncated_bytes} "
                 f"bytes at position {recovery.truncated_at} of "
