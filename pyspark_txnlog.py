@@ -8,7 +8,7 @@ nothing and delegates: options are parsed by the reader and the writer, on the d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource
 
@@ -30,7 +30,7 @@ class TxnLogDataSource(DataSource):
     def name(cls) -> str:
         return "txnlog"
 
-    def schema(self) -> Union[StructType, str]:
+    def schema(self) -> StructType | str:
         from txn_source.schema import source_schema
 
         return source_schema(self.options)

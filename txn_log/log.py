@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -74,9 +75,10 @@ class Log:
     """An open log directory. Safe to share between threads; any number of processes may open
     the same directory at once."""
 
-    def __init__(self, path: Path, clock: Clock) -> None:
+    def __init__(self, path: Path, clock: Clock, read_only: bool = False) -> None:
         self.path = path
         self.clock = clock
+        self.read_only = read_only
         self._lock = FileLock(path / ".lock")
         self._mutex = threading.RLock()
         self._topics: dict[str, dict[str, Any]] = {}
@@ -86,12 +88,18 @@ class Log:
         self._group_offsets: GroupOffsetStore | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK) -> Log:
+    def open(
+        cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK, read_only: bool = False
+    ) -> Log:
         """Open the log at ``path``, creating the directory if it is missing or empty.
 
         Raises ConfigError when ``path`` is a file, or a non-empty directory that is not a log.
+        ``read_only`` (inspection tools) never creates, truncates, completes or writes anything,
+        and raises ConfigError unless ``path`` already is a log.
         """
         root = Path(path)
+        if read_only:
+            return cls._open_read_only(root, clock)
         if root.exists() and not root.is_dir():
             raise ConfigError(f"log path {str(root)!r} is a file, not a txnlog directory")
         root.mkdir(parents=True, exist_ok=True)
@@ -124,6 +132,19 @@ class Log:
             )
         return cls(root, clock)
 
+    @classmethod
+    def _open_read_only(cls, root: Path, clock: Clock) -> Log:
+        if not (root / FORMAT_FILE).is_file():
+            parent = root.parent if root.parent.is_dir() else None
+            logs = sorted(
+                p.name for p in (parent.iterdir() if parent else ()) if (p / FORMAT_FILE).is_file()
+            )
+            raise ConfigError(
+                f"no txnlog directory at {str(root)!r}"
+                + (f"; logs in {str(parent)!r}: {', '.join(logs)}" if logs else "")
+            )
+        return cls(root, clock, read_only=True)
+
     # --- topics ----------------------------------------------------------------------------------
 
     def create_topic(
@@ -136,6 +157,7 @@ class Log:
     ) -> None:
         """Create a topic; everything is validated before anything is written."""
         validate_topic_name(name)
+        self._check_writable(f"create_topic({name!r})")
         if name in INTERNAL_TOPICS and not internal:
             raise InvalidTopicError(f"topic name {name!r} is reserved for txnlog's internal use")
         self._validate_partition_count(name, partitions)
@@ -154,6 +176,8 @@ class Log:
             }
             write_json_atomically(meta_path, document)
             self._topics[name] = document
+        for partition in range(partitions):  # every partition starts with its first segment
+            self.partition_log(TopicPartition(name, partition))
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks)."""
@@ -170,6 +194,31 @@ class Log:
             document["partitions"] = total
             write_json_atomically(self._meta_path(name), document)
             self._topics[name] = document
+
+    def delete_topic(self, name: str) -> int:
+        """Delete a topic and all its data; returns the number of partitions removed.
+
+        The metadata file goes first, so no process finds the topic while its partitions are
+        being removed. Internal topics cannot be deleted.
+        """
+        self._check_writable(f"delete_topic({name!r})")
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"topic {name!r} is internal to txnlog and cannot be deleted")
+        with self._mutex, self._lock:
+            count = int(self._read_topic(name, refresh=True)["partitions"])
+            self._meta_path(name).unlink()
+            self._topics.pop(name, None)
+            for partition in range(count):
+                tp = TopicPartition(name, partition)
+                cached = self._partitions.pop(tp, None)
+                if cached is not None:
+                    cached.close()
+                shutil.rmtree(self.path / tp.directory_name, ignore_errors=True)
+            return count
+
+    def _check_writable(self, operation: str) -> None:
+        if self.read_only:
+            raise ConfigError(f"{operation} on a log opened read-only (for inspection)")
 
     @staticmethod
     def _validate_partition_count(name: str, partitions: int) -> None:
@@ -228,7 +277,8 @@ class Log:
                     f"partition {topic_partition.partition} of topic {topic_partition.topic!r} "
                     f"does not exist; valid partitions are 0..{count - 1}"
                 )
-            log = PartitionLog.open(
+            opener = PartitionLog.open_read_only if self.read_only else PartitionLog.open
+            log = opener(
                 self.path / topic_partition.directory_name,
                 topic_partition,
                 self.topic_config(topic_partition.topic),

@@ -230,6 +230,11 @@ class CoordinatorState:
         self._check_usable()
         return self._batches.get(sink_id)
 
+    def ledger_entries(self) -> tuple[BatchCommitEntry, ...]:
+        """The newest batch commit record of every sink, sorted by sink id."""
+        self._check_usable()
+        return tuple(entry for _, entry in sorted(self._batches.items()))
+
     def ledger_last_batch(self, sink_id: str) -> int | None:
         """The highest batch id ``sink_id`` committed, or ``None`` if it never committed."""
         entry = self.ledger_entry(sink_id)

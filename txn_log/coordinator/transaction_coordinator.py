@@ -89,7 +89,15 @@ class TransactionCoordinator:
 
     @contextmanager
     def _locked(self) -> Iterator[CoordinatorState]:
-        """Hold the coordinator; on entry catch up and finish what peers left (C-22)."""
+        """Hold the coordinator; on entry catch up and finish what peers left (C-22).
+
+        On a read-only log (inspection tools) it only catches up: no lock, nothing completed.
+        """
+        if self._log.read_only:
+            with self._mutex:
+                self._catch_up()
+                yield self._state
+            return
         with self._mutex, self._lock:
             self._catch_up()
             self._complete_pending()
@@ -381,6 +389,11 @@ class TransactionCoordinator:
         """The ledger: whether ``(sink_id, batch_id)`` committed (its commit point passed)."""
         with self._locked() as state:
             return state.is_batch_committed(sink_id, batch_id)
+
+    def ledgers(self) -> tuple[BatchCommitEntry, ...]:
+        """The last batch commit of every sink (the ledger), sorted by sink id."""
+        with self._locked() as state:
+            return state.ledger_entries()
 
     def last_committed_batch(self, sink_id: str) -> BatchCommitEntry | None:
         with self._locked() as state:

@@ -29,10 +29,12 @@ from pathlib import Path
 
 from txn_log.clock import SYSTEM_CLOCK, Clock
 from txn_log.errors import (
+    ConfigError,
     ExpectedOffsetMismatchError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    UnknownTopicOrPartitionError,
 )
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import (
@@ -87,10 +89,12 @@ class PartitionLog:
         config: TopicConfig,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        read_only: bool = False,
     ) -> None:
         self.directory = directory
         self.topic_partition = topic_partition
         self.config = config
+        self.read_only = read_only
         self._clock = clock
         self._mutex = threading.RLock()
         self._lock = FileLock(directory / LOCK_FILE)
@@ -119,6 +123,40 @@ class PartitionLog:
             log._load_segments()
             log._recover()
         return log
+
+    @classmethod
+    def open_read_only(
+        cls,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: TopicConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> PartitionLog:
+        """Open for inspection: no lock, no truncation, no snapshot clean-up, no writes.
+
+        A torn tail is simply not read (as by any lock-free reader); appends raise.
+        """
+        if not directory.is_dir():
+            raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
+        log = cls(directory, topic_partition, config, clock=clock, read_only=True)
+        with log._mutex:
+            log._producer_state = ProducerStateManager(
+                directory, str(topic_partition), clock=clock, read_only=True
+            )
+            log._load_segments()
+            active = log._segments[-1]
+            log._end_offset = active.next_offset
+            log._tail_position = active.size
+            log._producer_state.truncate_and_reload(log.log_start_offset, log._end_offset)
+            log._replay(log._producer_state.map_end_offset, log._end_offset)
+        return log
+
+    def _check_writable(self, operation: str) -> None:
+        if self.read_only:
+            raise ConfigError(
+                f"{self.topic_partition}: {operation} on a log opened read-only (for inspection)"
+            )
 
     def _load_segments(self) -> None:
         bases = sorted(
@@ -227,6 +265,23 @@ class PartitionLog:
             return min(first_unstable, self._end_offset)
 
     @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The segments, oldest first (for inspection tools)."""
+        with self._mutex:
+            self._catch_up()
+            return tuple(self._segments)
+
+    def batch_locations(
+        self, start_offset: int, end_offset: int | None = None
+    ) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, file position, header) of the batches overlapping [start, end), lock-free."""
+        with self._mutex:
+            self._catch_up()
+            end = self._end_offset if end_offset is None else end_offset
+            segments = list(self._segments)
+        return self._iter_headers(start_offset, end, segments)
+
+    @property
     def producer_state(self) -> ProducerStateManager:
         return self._producer_state
 
@@ -248,6 +303,7 @@ class PartitionLog:
         written batch is answered as a duplicate, not as a mismatch (K-09). ``origin``
         COORDINATOR (transactional offset commits) checks the epoch but not sequences (O-03).
         """
+        self._check_writable("append")
         header = self._validate_client_batch(batch)
         with self._mutex, self._lock:
             self._catch_up()
@@ -323,6 +379,7 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end; snapshot producer state there (P-21)."""
+        self._check_writable("roll")
         with self._mutex, self._lock:
             self._catch_up()
             active = self._segments[-1]
@@ -351,6 +408,7 @@ class PartitionLog:
         ``.txnindex`` entry is written *before* the marker, so a lock-free reader that can see
         the marker can always see the entry; recovery drops entries past the log end.
         """
+        self._check_writable("append_marker")
         with self._mutex, self._lock:
             self._catch_up()
             now = self._clock.time_ms()
@@ -485,6 +543,7 @@ class PartitionLog:
 
     def delete_old_segments(self) -> list[int]:
         """Apply retention.ms / retention.bytes to closed segments (T-10); returns base offsets."""
+        self._check_writable("delete_old_segments")
         deleted: list[int] = []
         with self._mutex, self._lock:
             self._catch_up()

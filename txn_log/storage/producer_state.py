@@ -63,6 +63,7 @@ class ProducerStateManager:
         *,
         clock: Clock,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        read_only: bool = False,
     ) -> None:
         if producer_id_expiration_ms <= 0:
             raise ValueError(
@@ -70,6 +71,7 @@ class ProducerStateManager:
                 f"got {producer_id_expiration_ms}"
             )
         self._dir = partition_dir
+        self._read_only = read_only  # never delete or write a file (inspection tools)
         self._topic_partition = topic_partition
         self._clock = clock
         self._expiration_ms = producer_id_expiration_ms
@@ -275,7 +277,7 @@ class ProducerStateManager:
 
     def _delete_snapshot(self, offset: int) -> None:
         path = self._snapshots.pop(offset, None)
-        if path is None:
+        if path is None or self._read_only:
             return
         try:
             path.unlink(missing_ok=True)
@@ -290,7 +292,8 @@ class ProducerStateManager:
             return snapshots
         for path in self._dir.iterdir():
             if path.name.endswith(SNAPSHOT_SUFFIX + TEMP_SUFFIX):
-                path.unlink(missing_ok=True)
+                if not self._read_only:
+                    path.unlink(missing_ok=True)
                 continue
             offset = snapshot_offset_of(path)
             if offset is not None and path.is_file():

@@ -1,0 +1,57 @@
+"""The ``txnlog`` command: inspect and repair a log (Kafka's dump-log, topics, transactions and
+consumer-groups tools, for an embedded log).
+
+Every listing takes ``--json``. Subcommands that modify the log say so in their help; all others
+open the log read-only and never change a byte. Exit codes: 0 done, 1 failed or problems found,
+2 bad usage (a mistyped path, topic, partition or transactional id gets one line naming what was
+not found and what exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from txn_log.cli import clients, dump, groups, topics, transactions, verify
+from txn_log.cli.common import EXIT_FAILED, EXIT_USAGE, UsageError
+from txn_log.errors import (
+    ConfigError,
+    InvalidTopicError,
+    TxnLogError,
+    UnknownTopicOrPartitionError,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="txnlog",
+        description="Inspect and repair a txnlog directory.",
+        epilog="Exit codes: 0 done, 1 failed or problems found, 2 bad usage.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (topics, dump, transactions, groups, verify, clients):
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+        return code
+    except (UsageError, UnknownTopicOrPartitionError, InvalidTopicError) as error:
+        print(f"txnlog: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as error:
+        print(f"txnlog: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except TxnLogError as error:
+        print(f"txnlog: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:  # e.g. piped into head
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

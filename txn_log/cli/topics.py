@@ -1,0 +1,134 @@
+"""``txnlog topics create|list|describe|delete`` (kafka-topics for an embedded log)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from txn_log.cli.common import EXIT_OK, UsageError, emit_json, emit_table, open_log
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+
+
+def add_parser(subparsers: Any) -> None:
+    topics = subparsers.add_parser("topics", help="create, list, describe or delete topics")
+    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    create = actions.add_parser("create", help="create a topic (modifies the log)")
+    create.add_argument("path")
+    create.add_argument("topic")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topic config, Kafka names (e.g. retention.ms=60000); repeatable",
+    )
+    create.set_defaults(run=run_create)
+
+    listing = actions.add_parser("list", help="list topics")
+    listing.add_argument("path")
+    listing.add_argument("--internal", action="store_true", help="include internal topics")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=run_list)
+
+    describe = actions.add_parser("describe", help="partitions, offsets, LSO, sizes, configs")
+    describe.add_argument("path")
+    describe.add_argument("topic", nargs="?")
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(run=run_describe)
+
+    delete = actions.add_parser("delete", help="delete a topic and its data (modifies the log)")
+    delete.add_argument("path")
+    delete.add_argument("topic")
+    delete.set_defaults(run=run_delete)
+
+
+def parse_configs(pairs: list[str]) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--config {pair!r} is not KEY=VALUE (e.g. retention.ms=60000)")
+        configs[key.strip()] = value.strip()
+    return configs
+
+
+def run_create(args: argparse.Namespace) -> int:
+    log = open_log(args.path, writable=True)
+    log.create_topic(args.topic, partitions=args.partitions, config=parse_configs(args.config))
+    print(f"Created topic {args.topic} with {args.partitions} partition(s).")
+    return EXIT_OK
+
+
+def run_list(args: argparse.Namespace) -> int:
+    names = open_log(args.path).topics(include_internal=args.internal)
+    if args.json:
+        emit_json(names)
+    else:
+        for name in names:
+            print(name)
+    return EXIT_OK
+
+
+def describe_partition(log: Log, tp: TopicPartition) -> dict[str, Any]:
+    plog = log.partition_log(tp)
+    directory = log.path / tp.directory_name
+    size = sum(p.stat().st_size for p in directory.glob("*.log"))
+    return {
+        "topic": tp.topic,
+        "partition": tp.partition,
+        "log_start_offset": plog.log_start_offset,
+        "log_end_offset": plog.log_end_offset,
+        "high_watermark": plog.high_watermark,
+        "last_stable_offset": plog.last_stable_offset,
+        "open_transactions": len(plog.producer_state.ongoing_transactions()),
+        "segments": len(list(directory.glob("*.log"))),
+        "size_bytes": size,
+    }
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    log = open_log(args.path)
+    topics = [args.topic] if args.topic else log.topics()
+    described: list[dict[str, Any]] = []
+    for topic in topics:
+        partitions = [describe_partition(log, tp) for tp in log.partitions(topic)]
+        described.append(
+            {
+                "topic": topic,
+                "config": log.topic_config(topic).to_mapping(),
+                "partitions": partitions,
+            }
+        )
+    if args.json:
+        emit_json(described)
+        return EXIT_OK
+    for entry in described:
+        config = ", ".join(f"{k}={v}" for k, v in sorted(entry["config"].items()))
+        print(
+            f"Topic: {entry['topic']}  PartitionCount: {len(entry['partitions'])}  "
+            f"Configs: {config}"
+        )
+        emit_table(
+            entry["partitions"],
+            [
+                "partition",
+                "log_start_offset",
+                "log_end_offset",
+                "high_watermark",
+                "last_stable_offset",
+                "open_transactions",
+                "segments",
+                "size_bytes",
+            ],
+        )
+    return EXIT_OK
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    log = open_log(args.path, writable=True)
+    removed = log.delete_topic(args.topic)
+    print(f"Deleted topic {args.topic}: {removed} partition(s) and their data.")
+    return EXIT_OK

@@ -1,0 +1,169 @@
+"""``txnlog transactions list|describe|abort|find-hanging`` (kafka-transactions).
+
+``abort`` is a normal coordinator abort with an epoch bump (the timeout's path, C-25): the
+instance that owned the transaction is fenced, ABORT markers are written, and readers stuck at
+the LSO move on. Nothing here ever edits a file directly.
+
+``find-hanging`` reports (1) open transactions older than ``--max-age-minutes`` and (2)
+partitions whose LSO is held by a producer that has no open coordinator transaction on that
+partition: a lost marker (C-42, X-09), which only a marker rewrite can release.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from txn_log.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    all_partitions,
+    emit_json,
+    emit_table,
+    open_log,
+)
+from txn_log.coordinator.transaction_metadata import TransactionMetadata
+from txn_log.coordinator.transaction_state import is_in_progress, state_name
+from txn_log.errors import UnknownTopicOrPartitionError
+from txn_log.log import Log
+
+COLUMNS = [
+    "transactional_id",
+    "producer_id",
+    "producer_epoch",
+    "state",
+    "timeout_ms",
+    "start_time_ms",
+    "last_update_ms",
+    "partitions",
+]
+
+
+def add_parser(subparsers: Any) -> None:
+    txns = subparsers.add_parser("transactions", help="list, describe, abort, find hanging")
+    actions = txns.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="every transactional id and its state")
+    listing.add_argument("path")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=run_list)
+    describe = actions.add_parser("describe", help="one transactional id")
+    describe.add_argument("path")
+    describe.add_argument("transactional_id")
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(run=run_describe)
+    abort = actions.add_parser("abort", help="abort an open transaction (modifies the log)")
+    abort.add_argument("path")
+    abort.add_argument("transactional_id")
+    abort.set_defaults(run=run_abort)
+    hanging = actions.add_parser("find-hanging", help="open transactions older than N minutes")
+    hanging.add_argument("path")
+    hanging.add_argument(
+        "--max-age-minutes",
+        type=float,
+        default=15.0,
+        help="report transactions open longer than this (default 15)",
+    )
+    hanging.add_argument("--json", action="store_true")
+    hanging.set_defaults(run=run_find_hanging)
+
+
+def describe(metadata: TransactionMetadata) -> dict[str, Any]:
+    return {
+        "transactional_id": metadata.transactional_id,
+        "producer_id": metadata.producer_id,
+        "producer_epoch": metadata.producer_epoch,
+        "state": state_name(metadata.state),
+        "timeout_ms": metadata.txn_timeout_ms,
+        "start_time_ms": metadata.txn_start_timestamp_ms,
+        "last_update_ms": metadata.txn_last_update_timestamp_ms,
+        "partitions": ",".join(f"{t}-{p}" for t, p in sorted(metadata.topic_partitions)),
+    }
+
+
+def find(log: Log, transactional_id: str) -> TransactionMetadata:
+    known = log.coordinator.transactions()
+    for metadata in known:
+        if metadata.transactional_id == transactional_id:
+            return metadata
+    names = [m.transactional_id for m in known]
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    raise UnknownTopicOrPartitionError(
+        f"transactional id {transactional_id!r} not found; known ids: {shown or '(none)'}"
+    )
+
+
+def run_list(args: argparse.Namespace) -> int:
+    rows = [describe(m) for m in open_log(args.path).coordinator.transactions()]
+    if args.json:
+        emit_json(rows)
+    else:
+        emit_table(rows, COLUMNS)
+    return EXIT_OK
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    row = describe(find(open_log(args.path), args.transactional_id))
+    if args.json:
+        emit_json(row)
+    else:
+        for key in COLUMNS:
+            print(f"{key}: {row[key]}")
+    return EXIT_OK
+
+
+def run_abort(args: argparse.Namespace) -> int:
+    log = open_log(args.path, writable=True)
+    metadata = find(log, args.transactional_id)
+    if not log.coordinator.abort_transaction(args.transactional_id):
+        print(
+            f"txnlog: transactional id {args.transactional_id!r} has no open transaction "
+            f"(state {state_name(metadata.state)}); nothing aborted"
+        )
+        return EXIT_FAILED
+    print(
+        f"Aborted the transaction of {args.transactional_id!r} (producer "
+        f"{metadata.producer_id}); epoch bumped to fence its owner."
+    )
+    return EXIT_OK
+
+
+def orphan_transactions(log: Log) -> list[dict[str, Any]]:
+    """Partition-side open transactions with no matching open coordinator transaction."""
+    owners = {
+        (m.producer_id, tp)
+        for m in log.coordinator.transactions()
+        if is_in_progress(m.state)
+        for tp in m.topic_partitions
+    }
+    rows = []
+    for tp in all_partitions(log, log.topics(include_internal=True)):
+        for txn in log.partition_log(tp).producer_state.ongoing_transactions():
+            if (txn.producer_id, (tp.topic, tp.partition)) not in owners:
+                rows.append(
+                    {
+                        "topic_partition": str(tp),
+                        "producer_id": txn.producer_id,
+                        "first_offset": txn.first_offset,
+                    }
+                )
+    return rows
+
+
+def run_find_hanging(args: argparse.Namespace) -> int:
+    log = open_log(args.path)
+    now = log.clock.time_ms()
+    limit_ms = args.max_age_minutes * 60_000
+    old = [
+        dict(describe(m), age_ms=now - m.txn_start_timestamp_ms)
+        for m in log.coordinator.transactions()
+        if is_in_progress(m.state) and now - m.txn_start_timestamp_ms > limit_ms
+    ]
+    orphans = orphan_transactions(log)
+    if args.json:
+        emit_json({"open_longer_than_limit": old, "without_coordinator_transaction": orphans})
+    else:
+        print(f"Open transactions older than {args.max_age_minutes:g} minutes:")
+        emit_table(old, ["transactional_id", "producer_id", "state", "age_ms", "partitions"])
+        print("Partitions held by a producer with no open coordinator transaction:")
+        emit_table(orphans, ["topic_partition", "producer_id", "first_offset"])
+    return EXIT_OK
