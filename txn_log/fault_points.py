@@ -5,6 +5,11 @@ A test process started with ``TXNLOG_CRASH_POINT=<name>`` kills *itself* with SI
 of a commit at which a real process dies, with no exception, no ``finally`` and no flush. In
 every other process this is one comparison against None.
 
+With ``TXNLOG_CRASH_SCOPE=group`` it kills its whole process group instead: a Spark driver
+started in a session of its own dies with its JVM and every Python worker, as when the machine
+running the driver fails (the data source's commit runs in a Python worker of the JVM, not in the
+driver's own Python process).
+
 Points: ``txn.after_prepare``, ``txn.between_markers``, ``txn.before_complete`` (commit and
 abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (batch commit).
 """
@@ -16,6 +21,7 @@ import signal
 
 _ARMED = os.environ.get("TXNLOG_CRASH_POINT") or None
 _remaining = int(os.environ.get("TXNLOG_CRASH_AFTER", "1"))
+_GROUP = os.environ.get("TXNLOG_CRASH_SCOPE") == "group"
 
 
 def crash_point(name: str) -> None:
@@ -25,4 +31,6 @@ def crash_point(name: str) -> None:
         return
     _remaining -= 1
     if _remaining <= 0:
+        if _GROUP:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)

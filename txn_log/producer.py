@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from txn_log.errors import (
     ConfigError,
@@ -30,6 +30,7 @@ from txn_log.errors import (
     InvalidTxnStateError,
     RecordTooLargeError,
     TxnLogError,
+    UnknownTopicOrPartitionError,
 )
 from txn_log.group_offsets import (
     OFFSETS_PARTITION,
@@ -39,11 +40,12 @@ from txn_log.group_offsets import (
 )
 from txn_log.partitioner import partition_for_key
 from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.storage.group_sync import flush_all
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from txn_log.log import Log
 
@@ -71,6 +73,13 @@ class RecordMetadata:
     last_offset: int
 
 
+@dataclass(frozen=True)
+class _TopicMetadata:
+    partitions: int
+    max_message_bytes: int
+    read_ms: int
+
+
 @dataclass
 class _Buffer:
     records: list[tuple[bytes | None, bytes | None, int, tuple[Header, ...]]] = field(
@@ -90,6 +99,7 @@ class Producer:
         *,
         compression: str | Compression = Compression.NONE,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        metadata_max_age_ms: int = 300_000,
     ) -> None:
         if transactional_id is not None and (
             not isinstance(transactional_id, str) or not transactional_id
@@ -107,6 +117,8 @@ class Producer:
             compression if isinstance(compression, Compression) else Compression.parse(compression)
         )
         self.batch_size = batch_size
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self._topics: dict[str, _TopicMetadata] = {}
         self.producer_id = -1
         self.producer_epoch = -1
         self._state = _State.UNINITIALIZED
@@ -191,6 +203,8 @@ class Producer:
                 f"send() to {topic!r} outside a transaction: a transactional producer must call "
                 "begin_transaction() first"
             )
+        if self._txn_started_ms >= 0:
+            self._call(self._check_transaction_timeout)  # one clock read unless it has expired
         tp = self._partition_for(topic, key, partition)
         record_headers = tuple(headers or ())
         size = (
@@ -199,14 +213,12 @@ class Producer:
             + RECORD_OVERHEAD
             + sum(len(k) + len(v or b"") + 8 for k, v in record_headers)
         )
-        max_bytes = self._log.topic_config(topic).max_message_bytes
+        max_bytes = self._metadata(topic).max_message_bytes
         if size + HEADER_SIZE > max_bytes:
             raise RecordTooLargeError(
                 f"record of about {size} bytes for {tp} cannot fit in one batch of at most "
                 f"max.message.bytes={max_bytes} bytes (F-09)"
             )
-        if self.transactional_id is not None:
-            self._call(self._maybe_add_partition, tp)
         buffer = self._buffers.setdefault(tp, _Buffer())
         if buffer.records and buffer.size + size > min(self.batch_size, max_bytes - HEADER_SIZE):
             self._call(self._drain, tp)
@@ -216,28 +228,52 @@ class Producer:
         buffer.size += size
         return tp
 
+    def _metadata(self, topic: str, *, refresh: bool = False) -> _TopicMetadata:
+        """Partition count and max batch size of ``topic``, cached like Kafka's producer
+        metadata: re-read after ``metadata_max_age_ms`` or when a partition is out of range."""
+        cached = self._topics.get(topic)
+        now = self._log.clock.time_ms()
+        if refresh or cached is None or now - cached.read_ms > self.metadata_max_age_ms:
+            cached = _TopicMetadata(
+                len(self._log.partitions(topic)),
+                self._log.topic_config(topic).max_message_bytes,
+                now,
+            )
+            self._topics[topic] = cached
+        return cached
+
     def _partition_for(
         self, topic: str, key: bytes | None, partition: int | None
     ) -> TopicPartition:
-        partitions = len(self._log.partitions(topic))
+        partitions = self._metadata(topic).partitions
         if partition is None:
             partition = (
                 partition_for_key(key, partitions)
                 if key is not None
                 else next(self._round_robin) % partitions
             )
+        elif not 0 <= partition < partitions:
+            partitions = self._metadata(topic, refresh=True).partitions
+            if not 0 <= partition < partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {partition} of topic {topic!r} does not exist; valid partitions "
+                    f"are 0..{partitions - 1}"
+                )
         return TopicPartition(topic, partition)
 
-    def _maybe_add_partition(self, tp: TopicPartition) -> None:
+    def _register_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """AddPartitionsToTxn for every buffered partition new to the transaction, in one
+        request, before any of them is written (C-16, C-38)."""
         self._check_transaction_timeout()
-        if tp in self._txn_partitions:
+        new = sorted(set(partitions) - self._txn_partitions)
+        if not new:
             return
         self._log.coordinator.add_partitions(
-            self._transactional_id(), self.producer_id, self.producer_epoch, [tp]
+            self._transactional_id(), self.producer_id, self.producer_epoch, new
         )
         if not self._txn_partitions:
             self._txn_started_ms = self._log.clock.time_ms()
-        self._txn_partitions.add(tp)
+        self._txn_partitions.update(new)
 
     def _check_transaction_timeout(self) -> None:
         """Past its timeout the coordinator aborts the transaction with an epoch bump (C-25);
@@ -255,24 +291,31 @@ class Producer:
         results = []
         for tp in list(self._buffers):
             results.extend(self._call(self._drain, tp))
-        for tp in self._written:
-            self._log.partition_log(tp).flush()
+        flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
         self._written.clear()
         return results
 
     def _drain(self, tp: TopicPartition) -> list[RecordMetadata]:
-        from txn_log.record.codec import encode_records
-
         buffer = self._buffers.pop(tp, None)
         if buffer is None or not buffer.records:
             return []
         if self.producer_id < 0:
             self.producer_id, self.producer_epoch = self._log.coordinator.init_producer_id(None, 0)
         if self.transactional_id is not None:
-            self._check_transaction_timeout()
+            self._register_partitions([tp, *self._buffers])
         sequence = self._sequences.get(tp, 0)
-        batch = encode_records(
-            buffer.records,
+        batch = self._encode(buffer, sequence)
+        result = self._log.partition_log(tp).append(batch)
+        self._sequences[tp] = (sequence + len(buffer.records)) % (1 << 31)
+        self._written.add(tp)
+        return [RecordMetadata(tp, result.base_offset, result.last_offset)]
+
+    def _encode(self, buffer: _Buffer, sequence: int) -> bytes:
+        """One batch of the buffered records: the columnar encoder when no record has headers
+        (whole-batch work on Arrow buffers), the per-record one otherwise."""
+        from txn_log.record.codec import encode_batch, encode_records
+
+        settings: dict[str, Any] = dict(
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=sequence,
@@ -280,10 +323,20 @@ class Producer:
             compression=self.compression,
             now_ms=self._log.clock.time_ms(),
         )
-        result = self._log.partition_log(tp).append(batch)
-        self._sequences[tp] = (sequence + len(buffer.records)) % (1 << 31)
-        self._written.add(tp)
-        return [RecordMetadata(tp, result.base_offset, result.last_offset)]
+        if any(record[3] for record in buffer.records):
+            return encode_records(buffer.records, **settings)
+        import pyarrow as pa
+
+        keys, values, timestamps, _ = zip(*buffer.records, strict=True)
+        columns = pa.record_batch(
+            [
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+                pa.array(timestamps, pa.int64()),
+            ],
+            names=["key", "value", "timestamp"],
+        )
+        return encode_batch(columns, **settings)
 
     def send_offsets_to_transaction(
         self,

@@ -204,13 +204,14 @@ def test_6_zombie_is_fenced_everywhere(log: Log) -> None:
     ):
         with pytest.raises(TxnLogError):
             call()
-    other = log.producer("task-1")  # a fresh zombie check at the coordinator itself
+    other = log.producer("task-1")  # a zombie caught at the coordinator itself
     other.init_transactions()
     stale = log.producer("task-1")
     stale.init_transactions()
     other.begin_transaction()
+    other.send("out", b"x", partition=2)  # buffered: send() is asynchronous, as in Kafka
     with pytest.raises(ProducerFencedError):
-        other.send("out", b"x", partition=2)
+        other.flush()  # AddPartitionsToTxn before the first write is refused
     assert [committed_values(log, tp) for tp in (OUT0, OUT1, OUT2)] == [[], [], []]
     assert log.consumer().end_offset(OUT0) == log.partition_log(OUT0).log_end_offset
 

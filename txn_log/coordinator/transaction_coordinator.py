@@ -54,6 +54,7 @@ from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.record.control import ControlType
+from txn_log.storage.group_sync import flush_all
 from txn_log.topic_config import TRANSACTION_STATE_TOPIC
 from txn_log.topic_partition import TopicPartition
 
@@ -114,30 +115,34 @@ class TransactionCoordinator:
                     self._state.apply(decode_record(record.key or b"", record.value))
                     self._applied = record.offset + 1
 
-    def _write(self, entries: Sequence[StateLogEntry]) -> None:
-        """Append ``entries`` as one atomic, fsynced batch, then apply them."""
+    def _write(self, entries: Sequence[StateLogEntry], *, sync: bool = True) -> None:
+        """Append ``entries`` as one atomic batch (fsynced unless ``sync`` is False), then apply
+        them."""
         from txn_log.record.codec import encode_records
 
         now = self._clock.time_ms()
         batch = encode_records(
             [(encode_key(e), encode_value(e), now, ()) for e in entries], now_ms=now
         )
-        result = self._log.partition_log(STATE_PARTITION).append(batch, sync=True)
+        result = self._log.partition_log(STATE_PARTITION).append(batch, sync=sync)
         for entry in entries:
             self._state.apply(entry)
         self._applied = result.last_offset + 1
 
-    def _write_metadata(self, *metadata: TransactionMetadata) -> None:
-        self._write([TransactionLogEntry(md.transactional_id, md) for md in metadata])
+    def _write_metadata(self, *metadata: TransactionMetadata, sync: bool = True) -> None:
+        self._write([TransactionLogEntry(md.transactional_id, md) for md in metadata], sync=sync)
 
     # --- completing transactions (C-19) ------------------------------------------------------
 
     def _write_markers(self, metadata: TransactionMetadata) -> None:
+        """A marker to every partition of the transaction, then one group fsync of them all:
+        COMPLETE_* is written only once every marker is durable (C-19)."""
         control = (
             ControlType.COMMIT
             if metadata.state is TransactionState.PREPARE_COMMIT
             else ControlType.ABORT
         )
+        written = []
         for index, (topic, partition) in enumerate(sorted(metadata.topic_partitions)):
             if index:
                 crash_point("txn.between_markers")
@@ -147,7 +152,10 @@ class TransactionCoordinator:
                 producer_id=metadata.producer_id,
                 producer_epoch=metadata.producer_epoch,
                 coordinator_epoch=COORDINATOR_EPOCH,
+                sync=False,
             )
+            written.append(plog)
+        flush_all(written)
 
     def _complete(self, metadata: TransactionMetadata) -> TransactionMetadata:
         """Markers, then COMPLETE_* (a prepared transaction only)."""
@@ -155,7 +163,9 @@ class TransactionCoordinator:
         self._write_markers(metadata)
         crash_point("txn.before_complete")
         completed = metadata.prepare_complete(self._clock.time_ms())
-        self._write_metadata(completed)
+        # C-19: COMPLETE need not be durable: if it is lost, recovery writes the (already
+        # durable) markers again and completes once more. The markers were fsynced first.
+        self._write_metadata(completed, sync=False)
         return completed
 
     def _complete_pending(self) -> None:
@@ -226,7 +236,15 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
     ) -> None:
-        """Register partitions before the first write to them (C-16, C-38)."""
+        """Register partitions before the first write to them (C-16, C-38).
+
+        A partition that does not exist raises UnknownTopicOrPartitionError and registers
+        nothing: a transaction listing it could never get its marker, and rolling it forward
+        would fail in every process that touches the coordinator.
+        """
+        partitions = list(partitions)
+        for tp in partitions:
+            self._log.partition_log(tp)  # raises UnknownTopicOrPartitionError
         with self._locked() as state:
             current = self._metadata(state, transactional_id, producer_id)
             updated = current.prepare_add_partitions(
@@ -383,7 +401,7 @@ class TransactionCoordinator:
             batch.offsets,
             self._clock.time_ms(),
         )
-        self._write([done])
+        self._write([done], sync=False)  # as for COMPLETE_*: redone if lost (C-19)
 
     def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
         """The ledger: whether ``(sink_id, batch_id)`` committed (its commit point passed)."""

@@ -79,6 +79,16 @@ class MarkerResult:
     completed_txn: CompletedTxn | None
 
 
+def _indexes_within(segment: LogSegment) -> bool:
+    """Whether the offset and time indexes describe only batches still in the segment.
+
+    A power failure can keep index writes yet lose the log bytes they describe, cut at a batch
+    boundary (X-20): such a segment looks clean but needs its indexes rebuilt.
+    """
+    last_index, last_time = segment.offset_index.last_entry(), segment.time_index.last_entry()
+    return all(e is None or e.offset < segment.next_offset for e in (last_index, last_time))
+
+
 class PartitionLog:
     """The segments, indexes and producer state of one partition directory."""
 
@@ -102,6 +112,7 @@ class PartitionLog:
         self._end_offset = 0
         self._tail_position = 0  # bytes of the active segment applied to the caches
         self._producer_state: ProducerStateManager  # built under the lock, in ``open``
+        self._tracks_producer_state = True  # False only for ``open_for_reading``
         self.last_recovery: list[str] = []
 
     # --- opening and recovery ------------------------------------------------------------------
@@ -152,6 +163,40 @@ class PartitionLog:
             log._replay(log._producer_state.map_end_offset, log._end_offset)
         return log
 
+    @classmethod
+    def open_for_reading(
+        cls,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: TopicConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> PartitionLog:
+        """Open only to read batches (a Spark executor reading a planned range, DESIGN §6).
+
+        Like ``open_read_only`` (no lock, no truncation, no writes) but without producer state:
+        opening costs O(segments) however many batches follow the last snapshot. ``read``,
+        ``batch_locations``, ``collect_aborted_txns`` and the offsets work;
+        ``last_stable_offset`` and ``producer_state`` raise ConfigError.
+        """
+        if not directory.is_dir():
+            raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
+        log = cls(directory, topic_partition, config, clock=clock, read_only=True)
+        log._tracks_producer_state = False
+        with log._mutex:
+            log._load_segments()
+            active = log._segments[-1]
+            log._end_offset = active.next_offset
+            log._tail_position = active.size
+        return log
+
+    def _require_producer_state(self, what: str) -> None:
+        if not self._tracks_producer_state:
+            raise ConfigError(
+                f"{self.topic_partition}: {what} needs producer state, which a log opened "
+                "with open_for_reading does not keep"
+            )
+
     def _check_writable(self, operation: str) -> None:
         if self.read_only:
             raise ConfigError(
@@ -172,12 +217,13 @@ class PartitionLog:
         """Truncate a torn tail of the active segment, reload producer state.
 
         Opening a segment already validated it from its last index entry to the end (see
-        ``segment``); only when bytes lie past the last valid batch (a writer died mid-append)
-        is the whole active segment re-validated and its indexes rebuilt, so a clean open
-        reads little more than the unindexed tail.
+        ``segment``); only when bytes lie past the last valid batch (a writer died mid-append),
+        or its indexes point past it (a lost tail, X-20), is the whole active segment
+        re-validated and its indexes rebuilt, so a clean open reads little more than the
+        unindexed tail.
         """
         active = self._segments[-1]
-        if active.log_path.stat().st_size == active.size:
+        if active.log_path.stat().st_size == active.size and _indexes_within(active):
             recovery = None
         else:
             recovery = active.recover(self.config.max_message_bytes, allow_torn_tail=True)
@@ -211,7 +257,8 @@ class PartitionLog:
                 self._apply(active, position, header)
                 self._end_offset = header.next_offset
                 self._tail_position = position + header.size_in_bytes
-            self._producer_state.update_map_end_offset(self._end_offset)
+            if self._tracks_producer_state:
+                self._producer_state.update_map_end_offset(self._end_offset)
             next_path = self.directory / offset_file_name(self._end_offset, LOG_SUFFIX)
             if self._end_offset == active.base_offset or not next_path.exists():
                 return
@@ -232,6 +279,8 @@ class PartitionLog:
         self._producer_state.update_map_end_offset(end_offset)
 
     def _apply(self, segment: LogSegment, position: int, header: BatchHeader) -> None:
+        if not self._tracks_producer_state:
+            return
         batch = segment.read_bytes(position, header.size_in_bytes) if header.is_control else b""
         replay.apply_batch(self._producer_state, header, batch)
 
@@ -257,6 +306,7 @@ class PartitionLog:
     @property
     def last_stable_offset(self) -> int:
         """First offset of the earliest open transaction, else the log end (B-03, B-04)."""
+        self._require_producer_state("last_stable_offset")
         with self._mutex:
             self._catch_up()
             first_unstable = self._producer_state.first_unstable_offset()
@@ -283,6 +333,7 @@ class PartitionLog:
 
     @property
     def producer_state(self) -> ProducerStateManager:
+        self._require_producer_state("producer_state")
         return self._producer_state
 
     # --- appending -------------------------------------------------------------------------------
@@ -307,7 +358,13 @@ class PartitionLog:
         header = self._validate_client_batch(batch)
         with self._mutex, self._lock:
             self._catch_up()
-            duplicate = replay.find_duplicate(self._producer_state, header)
+            # Kafka looks for retries of client batches only: coordinator batches (offset
+            # commits, O-03) carry no sequences, so each would "duplicate" the previous one
+            duplicate = (
+                replay.find_duplicate(self._producer_state, header)
+                if origin is AppendOrigin.CLIENT
+                else None
+            )
             if duplicate is not None:
                 return AppendResult(duplicate[0], duplicate[1], -1, duplicate=True)
             append_info = replay.validate_data_batch(
@@ -386,6 +443,7 @@ class PartitionLog:
             if active.size == 0:
                 return active
             active.flush()
+            active.flush_indexes()
             segment = self._open_segment(self._end_offset)
             self._segments.append(segment)
             self._tail_position = 0
@@ -436,9 +494,11 @@ class PartitionLog:
             self._maybe_roll(header)
             if completed is not None and completed.is_aborted:
                 lso = self._producer_state.last_stable_offset_for(completed)
-                self._segments[-1].txn_index.append(
+                txn_index = self._segments[-1].txn_index
+                txn_index.append(
                     AbortedTxn(producer_id, completed.first_offset, marker_offset, lso)
                 )
+                txn_index.flush()  # durable before the marker: never a marker without its entry
             self._append_to_active(batch, header)
             self._producer_state.update(append_info)
             if completed is not None:

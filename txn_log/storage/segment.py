@@ -338,12 +338,20 @@ class LogSegment:
         return removed
 
     def flush(self) -> None:
-        """fdatasync the .log, then the indexes; a failure is fatal (StorageError)."""
+        """fdatasync the .log; a failure is fatal (StorageError).
+
+        The offset and time indexes are not synced: opening a segment checks them against the
+        log and rebuilds what does not match. The aborted-transaction index is synced by the
+        partition log right after an entry is written, before the ABORT marker (``sync_txn_index``).
+        """
         sync = getattr(os, "fdatasync", os.fsync)
         try:
             sync(self._fd)
         except OSError as exc:
             raise StorageError(f"fdatasync of {self.log_path} failed: {exc}") from exc
+
+    def flush_indexes(self) -> None:
+        """fsync the three index files (when a segment is rolled away from)."""
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
