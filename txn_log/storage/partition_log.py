@@ -288,8 +288,11 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        """First offset still in the log, inclusive."""
-        return self._segments[0].base_offset
+        """First offset still in the log, inclusive (after forgetting segments that another
+        process's retention deleted)."""
+        with self._mutex:
+            self._refresh_start()
+            return self._segments[0].base_offset
 
     @property
     def log_end_offset(self) -> int:

@@ -1,0 +1,236 @@
+"""Driver planning and executor reads without a JVM: the stream planner, the batch reader's
+plan and ``read_partition`` over a real log."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+
+import pytest
+
+from offsets.admission import AdmissionLimit
+from offsets.partition_offsets import PartitionOffsets
+from txn_log.clock import ManualClock
+from txn_log.errors import OffsetOutOfRangeError
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+from txn_source.options import parse_source_options
+from txn_source.partition import TxnLogInputPartition, read_partition
+from txn_source.reader import TxnLogBatchReader, TxnLogStreamReader
+from txn_source.schema import kafka_schema
+from txn_source.stream_planner import StreamPlanner
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def commit(log: Log, txn_id: str, values: list[bytes], partition: int = 0) -> None:
+    producer = log.producer(txn_id)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for value in values:
+        producer.send("t", value, partition=partition)
+    producer.commit_transaction()
+
+
+def aborted(log: Log, txn_id: str, values: list[bytes], partition: int = 0) -> None:
+    producer = log.producer(txn_id)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for value in values:
+        producer.send("t", value, partition=partition)
+    producer.flush()
+    producer.abort_transaction()
+
+
+def planner(path: Path, clock: ManualClock | None = None, **options: str) -> StreamPlanner:
+    parsed = parse_source_options(
+        {"path": str(path), "subscribe": "t", "startingOffsets": "earliest", **options},
+        streaming=True,
+    )
+    return StreamPlanner(parsed, clock or ManualClock())
+
+
+def values(tasks: list[TxnLogInputPartition]) -> list[bytes]:
+    out: list[bytes] = []
+    for task in tasks:
+        for batch in read_partition(pickle.loads(pickle.dumps(task))):
+            out.extend(batch.column("value").to_pylist())
+    return out
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Log:
+    log = Log.open(tmp_path / "log")
+    log.create_topic("t", partitions=2)
+    return log
+
+
+def test_aborted_transactions_travel_with_the_task_and_are_dropped(log: Log) -> None:
+    commit(log, "a", [b"c1", b"c2"])
+    aborted(log, "b", [b"x1", b"x2"])
+    commit(log, "a", [b"c3"])
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    end = plan.latest_offset(start, AdmissionLimit())
+    tasks = plan.plan(start, end)
+    assert [t.partition for t in tasks] == [0]
+    assert len(tasks[0].aborted_txns) == 1
+    assert values(tasks) == [b"c1", b"c2", b"c3"]
+    assert values(tasks) == values(tasks)  # re-reading a range yields the same rows
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_ranges_ending_on_markers_or_inside_aborted_transactions(log: Log, step: int) -> None:
+    """TESTING 10(d): tiny micro-batches start and end on markers and inside aborted
+    transactions; together they deliver exactly the committed records, in order."""
+    commit(log, "a", [b"c1", b"c2"])
+    aborted(log, "b", [b"x1", b"x2", b"x3"])
+    aborted(log, "b", [b"x4"])
+    commit(log, "a", [b"c3"])
+    plan = planner(log.path)
+    position = plan.initial_offsets()
+    delivered: list[bytes] = []
+    for _ in range(20):
+        end = plan.latest_offset(position, AdmissionLimit(max_rows=step))
+        if end == position:
+            break
+        delivered += values(plan.plan(position, end))
+        position = end
+    assert delivered == [b"c1", b"c2", b"c3"]
+    assert position[T0] == 11  # 3 committed + 4 aborted records, 2 COMMIT + 2 ABORT markers
+
+
+def test_open_transaction_holds_the_end_at_its_first_offset(log: Log) -> None:
+    commit(log, "a", [b"c1"])
+    open_txn = log.producer("open")
+    open_txn.init_transactions()
+    open_txn.begin_transaction()
+    open_txn.send("t", b"later", partition=0)
+    open_txn.flush()
+    commit(log, "a", [b"c2"])  # after the open transaction: held back too
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    end = plan.latest_offset(start, AdmissionLimit())
+    assert end[T0] == 2  # c1 and its marker
+    assert values(plan.plan(start, end)) == [b"c1"]
+    open_txn.commit_transaction()
+    final = plan.latest_offset(end, AdmissionLimit())
+    assert values(plan.plan(end, final)) == [b"later", b"c2"]
+
+
+def test_read_uncommitted_sees_open_and_aborted_records(log: Log) -> None:
+    aborted(log, "b", [b"x1"])
+    open_txn = log.producer("open")
+    open_txn.init_transactions()
+    open_txn.begin_transaction()
+    open_txn.send("t", b"o1", partition=0)
+    open_txn.flush()
+    plan = planner(log.path, **{"isolation.level": "read_uncommitted"})
+    start = plan.initial_offsets()
+    tasks = plan.plan(start, plan.latest_offset(start, AdmissionLimit()))
+    assert tasks[0].aborted_txns == ()
+    assert values(tasks) == [b"x1", b"o1"]
+
+
+def test_max_rows_and_available_now_target(log: Log) -> None:
+    commit(log, "a", [b"%d" % i for i in range(10)], partition=0)
+    plan = planner(log.path)
+    plan.fix_target()
+    commit(log, "a", [b"late"], partition=1)  # after the target: not read by this run
+    position = plan.initial_offsets()
+    seen: list[bytes] = []
+    for _ in range(10):
+        end = plan.latest_offset(position, AdmissionLimit(max_rows=4))
+        if end == position:
+            break
+        seen += values(plan.plan(position, end))
+        position = end
+    assert seen == [b"%d" % i for i in range(10)]
+    assert position[T0] == 11 and position[T1] == 0
+    assert plan.latest == PartitionOffsets.of({T0: 11, T1: 0})
+
+
+def test_partitions_born_after_the_target_are_kept_not_lost(log: Log) -> None:
+    plan = planner(log.path)
+    plan.fix_target()
+    log.create_partitions("t", 3)  # between the target and the initial offsets
+    start = plan.initial_offsets()
+    assert TopicPartition("t", 2) in start
+    end = plan.latest_offset(start, AdmissionLimit())
+    assert end == start  # nothing to read, and no partition dropped (no false data loss)
+    assert plan.plan(start, end) == []
+
+
+def test_min_rows_waits_for_enough_offsets_or_the_delay(log: Log) -> None:
+    clock = ManualClock()
+    commit(log, "a", [b"1", b"2"])
+    plan = planner(log.path, clock)
+    start = plan.initial_offsets()
+    limit = AdmissionLimit(min_rows=5, max_trigger_delay_ms=1000)
+    assert plan.latest_offset(start, limit) != start  # the first trigger always runs
+    assert plan.latest_offset(start, limit) == start  # 3 offsets < 5, delay not passed
+    clock.advance(1000)
+    assert plan.latest_offset(start, limit) != start
+
+
+def test_new_partitions_are_read_from_their_start(log: Log) -> None:
+    commit(log, "a", [b"p0"], partition=0)
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    log.create_partitions("t", 3)
+    producer = log.producer()
+    producer.send("t", b"p2", partition=2)
+    producer.flush()
+    end = plan.latest_offset(start, AdmissionLimit())
+    assert TopicPartition("t", 2) not in start and end[TopicPartition("t", 2)] == 1
+    assert sorted(values(plan.plan(start, end))) == [b"p0", b"p2"]
+
+
+def test_deleted_range_is_data_loss(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "log")
+    log.create_topic("t", partitions=1, config={"segment.bytes": 200, "retention.bytes": 1})
+    for i in range(6):
+        commit(log, "a", [b"v%d" % i])
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    end = plan.latest_offset(start, AdmissionLimit())
+    tasks = plan.plan(start, end)
+    assert log.partition_log(T0).delete_old_segments()
+    with pytest.raises(OffsetOutOfRangeError, match=r"were deleted.*'failOnDataLoss' to 'false'"):
+        plan.plan(start, end)
+    with pytest.raises(OffsetOutOfRangeError, match=r"offsets \[0, \d+\) of t-0 were deleted"):
+        values(tasks)  # planned before the deletion, read after
+    lenient = planner(log.path, failOnDataLoss="false")
+    survivors = values(lenient.plan(start, end))
+    assert survivors and survivors == [b"v%d" % i for i in range(6)][-len(survivors) :]
+
+
+def test_readers_pickle_without_driver_state_and_batch_plans(log: Log) -> None:
+    commit(log, "a", [b"a", b"b", b"c"], partition=1)
+    options = {"path": str(log.path), "subscribe": "t"}
+    stream = TxnLogStreamReader(options, kafka_schema(False))
+    stream.initialOffset()
+    copy = pickle.loads(pickle.dumps(stream))
+    assert copy._planner is None and stream._planner is not None
+    stream.stop()
+    batch = TxnLogBatchReader(
+        {**options, "endingOffsets": '{"t": {"0": -1, "1": 2}}'}, kafka_schema(False)
+    )
+    tasks = batch.partitions()
+    assert [(t.partition, t.start, t.end) for t in tasks] == [(1, 0, 2)]  # type: ignore[attr-defined]
+    assert values(tasks) == [b"a", b"b"]  # type: ignore[arg-type]
+
+
+def test_a_topic_deleted_after_planning_is_data_loss_at_read_time(log: Log) -> None:
+    commit(log, "a", [b"gone"])
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    tasks = plan.plan(start, plan.latest_offset(start, AdmissionLimit()))
+    log.delete_topic("t")
+    with pytest.raises(OffsetOutOfRangeError, match="t-0 is gone"):
+        values(tasks)
+    lenient = [dataclasses.replace(t, fail_on_data_loss=False) for t in tasks]
+    assert values(lenient) == []
+    with pytest.raises(OffsetOutOfRangeError, match="t-0 is gone"):
+        plan.plan(start, start)  # the next plan reports it too

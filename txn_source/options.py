@@ -1,0 +1,359 @@
+"""The source's options, parsed once on the driver into a frozen ``SourceOptions``.
+
+Names, defaults and meanings are those of Spark's Kafka source (case-insensitive):
+
+    path / load(path)             the log directory (must already be a txnlog)
+    subscribe                     comma-separated topics           } exactly one of these three
+    subscribePattern              a regex matched against topics   }
+    assign                        JSON {"topicA":[0,1]}            }
+    startingOffsets               earliest | latest | JSON (-2 earliest, -1 latest); default
+                                  latest for streams, earliest for batch reads
+    startingTimestamp             ms; every partition from its first record at or after it
+    startingOffsetsByTimestamp    JSON {"topicA":{"0":1700000000000}}
+    startingOffsetsByTimestampStrategy   error (default) | latest
+    endingOffsets                 latest | JSON (-1 latest); batch reads only
+    endingTimestamp / endingOffsetsByTimestamp   as the starting ones; batch reads only
+    maxOffsetsPerTrigger          offsets per micro-batch, split across partitions by lag
+    minOffsetsPerTrigger          hold a micro-batch until this many offsets are available...
+    maxTriggerDelay               ...or this long has passed (default 15m)
+    minPartitions                 split large ranges so a batch has at least this many tasks
+    maxRecordsPerPartition        split ranges larger than this
+    failOnDataLoss                true (default) | false: deleted offsets fail the query
+    isolation.level               read_committed (default) | read_uncommitted
+                                  (``kafka.isolation.level`` is accepted too)
+    includeHeaders                false (default) | true: add the ``headers`` column
+
+Every error names the option and what would be valid. Unknown options are refused, so a typo
+never silently means "use the default".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from offsets.admission import AdmissionLimit, parse_duration_ms
+from offsets.offset_spec import (
+    EARLIEST,
+    LATEST,
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    NoMatchStrategy,
+    OffsetSpec,
+    SpecificOffsets,
+    SpecificTimestamps,
+    select_spec,
+)
+from offsets.partition_offsets import parse_topic_partitions
+from txn_log.errors import ConfigError, TxnLogError
+from txn_log.log import FORMAT_FILE
+from txn_log.read_committed import IsolationLevel
+from txn_log.topic_config import validate_topic_name
+from txn_log.topic_partition import TopicPartition
+
+STRATEGY_OPTIONS = ("subscribe", "subscribePattern", "assign")
+KNOWN_OPTIONS = (
+    "path",
+    *STRATEGY_OPTIONS,
+    "startingOffsets",
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "endingOffsets",
+    "endingTimestamp",
+    "endingOffsetsByTimestamp",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
+    "isolation.level",
+    "kafka.isolation.level",
+    "includeHeaders",
+)
+ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+_BY_LOWER = {name.lower(): name for name in KNOWN_OPTIONS}
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    """``subscribe``: these topics, with every partition they have now or get later."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SubscribePattern:
+    """``subscribePattern``: every topic whose whole name matches ``pattern``."""
+
+    pattern: str
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.pattern, topic) is not None
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``assign``: exactly these partitions."""
+
+    partitions: tuple[TopicPartition, ...]
+
+
+Subscription = Subscribe | SubscribePattern | Assign
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Everything the reader needs from its options; built by ``parse_source_options``."""
+
+    path: str
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec
+    no_match: NoMatchStrategy
+    admission: AdmissionLimit
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    fail_on_data_loss: bool
+    isolation_level: IsolationLevel
+    include_headers: bool
+
+
+def parse_source_options(
+    options: Mapping[str, str], *, streaming: bool | None = None
+) -> SourceOptions:
+    """Validate ``options``; ``streaming`` True / False adds the stream-only / batch-only rules
+    (None: only the rules both share, as when Spark asks for the schema)."""
+    given = _normalize(options)
+    starting = select_spec(
+        timestamp=_named(given, "startingTimestamp"),
+        by_timestamp=_named(given, "startingOffsetsByTimestamp"),
+        offsets=_named(given, "startingOffsets"),
+        default=LatestOffsets() if streaming else EarliestOffsets(),
+    )
+    ending = select_spec(
+        timestamp=_named(given, "endingTimestamp"),
+        by_timestamp=_named(given, "endingOffsetsByTimestamp"),
+        offsets=_named(given, "endingOffsets"),
+        default=LatestOffsets(),
+    )
+    if streaming:
+        _check_stream_only(given)
+    elif streaming is False:
+        _check_batch_offsets(starting, ending)
+    return SourceOptions(
+        path=_path(given),
+        subscription=_subscription(given),
+        starting=starting,
+        ending=ending,
+        no_match=NoMatchStrategy.parse(
+            "startingOffsetsByTimestampStrategy",
+            given.get("startingOffsetsByTimestampStrategy", "error"),
+        ),
+        admission=_admission(given),
+        min_partitions=_positive_int(given, "minPartitions"),
+        max_records_per_partition=_positive_int(given, "maxRecordsPerPartition"),
+        fail_on_data_loss=_boolean(given, "failOnDataLoss", default=True),
+        isolation_level=_isolation_level(given),
+        include_headers=_boolean(given, "includeHeaders", default=False),
+    )
+
+
+def check_log_path(path: str) -> None:
+    """Raise ConfigError unless ``path`` is an existing txnlog directory (a reader never
+    creates a log)."""
+    root = Path(path)
+    if not root.exists():
+        raise ConfigError(
+            f"option 'path': {path!r} does not exist; the txnlog source reads an existing log "
+            "directory (create one with the txnlog sink, a producer or `txnlog topics create`)"
+        )
+    if not (root / FORMAT_FILE).is_file():
+        kind = "a file" if not root.is_dir() else f"a directory without {FORMAT_FILE}"
+        raise ConfigError(
+            f"option 'path': {path!r} is not a txnlog directory ({kind}); point at a log directory"
+        )
+
+
+def spec_option_name(spec: OffsetSpec, side: str) -> str:
+    """The option that gave ``spec``; ``side`` is "starting" or "ending"."""
+    if isinstance(spec, GlobalTimestamp):
+        return f"{side}Timestamp"
+    if isinstance(spec, SpecificTimestamps):
+        return f"{side}OffsetsByTimestamp"
+    return f"{side}Offsets"
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _normalize(options: Mapping[str, str]) -> dict[str, str]:
+    """Canonical option name -> value; unknown names are refused."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        name = _BY_LOWER.get(key.lower())
+        if name is None:
+            raise ConfigError(
+                f"unknown option {key!r} for the txnlog source; valid options are "
+                f"{', '.join(KNOWN_OPTIONS)}"
+            )
+        out[name] = str(value)
+    return out
+
+
+def _named(given: Mapping[str, str], name: str) -> tuple[str, str | None]:
+    return name, given.get(name)
+
+
+def _path(given: Mapping[str, str]) -> str:
+    path = given.get("path", "").strip()
+    if not path:
+        raise ConfigError(
+            "option 'path' is required: give the log directory with .load(path) or "
+            ".option('path', ...)"
+        )
+    return path
+
+
+def _subscription(given: Mapping[str, str]) -> Subscription:
+    chosen = [name for name in STRATEGY_OPTIONS if name in given]
+    if not chosen:
+        raise ConfigError(
+            "one of the options subscribe, subscribePattern, assign must be given for the "
+            "txnlog source, e.g. .option('subscribe', 'orders')"
+        )
+    if len(chosen) > 1:
+        raise ConfigError(
+            "only one of the options subscribe, subscribePattern, assign can be given for the "
+            f"txnlog source; got {', '.join(chosen)}"
+        )
+    name, value = chosen[0], given[chosen[0]]
+    if name == "assign":
+        if not value.strip().startswith("{"):
+            raise ConfigError(
+                f"option 'assign' must be JSON like {{\"topicA\":[0,1]}}, got {value!r}"
+            )
+        return Assign(parse_topic_partitions(value, what="option 'assign'"))
+    if name == "subscribePattern":
+        return SubscribePattern(_pattern(value))
+    return Subscribe(_topics(value))
+
+
+def _topics(value: str) -> tuple[str, ...]:
+    topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+    if not topics:
+        raise ConfigError(
+            f"option 'subscribe': no topics to subscribe to in {value!r}; give a comma-separated "
+            "list of topic names"
+        )
+    for topic in topics:
+        try:
+            validate_topic_name(topic)
+        except TxnLogError as exc:
+            raise ConfigError(f"option 'subscribe': {exc}") from None
+    return topics
+
+
+def _pattern(value: str) -> str:
+    pattern = value.strip()
+    if not pattern:
+        raise ConfigError("option 'subscribePattern' is empty; give a regular expression")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(
+            f"option 'subscribePattern': {pattern!r} is not a valid regular expression ({exc})"
+        ) from None
+    return pattern
+
+
+def _check_stream_only(given: Mapping[str, str]) -> None:
+    for name in ENDING_OPTIONS:
+        if name in given:
+            raise ConfigError(
+                f"option {name!r} is not valid in streaming queries (a stream never ends); use "
+                "it with spark.read, or stop the query with Trigger.AvailableNow"
+            )
+
+
+def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    if isinstance(starting, LatestOffsets):
+        raise ConfigError(
+            "option 'startingOffsets' can't be latest for batch reads; valid values are "
+            "earliest or JSON offsets (-2 = earliest)"
+        )
+    if isinstance(ending, EarliestOffsets):
+        raise ConfigError(
+            "option 'endingOffsets' can't be earliest for batch reads; valid values are "
+            "latest or JSON offsets (-1 = latest)"
+        )
+    for name, spec, forbidden, word in (
+        ("startingOffsets", starting, LATEST, "latest (-1)"),
+        ("endingOffsets", ending, EARLIEST, "earliest (-2)"),
+    ):
+        if isinstance(spec, SpecificOffsets):
+            for tp, offset in spec.offsets.entries:
+                if offset == forbidden:
+                    raise ConfigError(f"option {name!r}: {tp} can't be {word} for batch reads")
+
+
+def _admission(given: Mapping[str, str]) -> AdmissionLimit:
+    delay = given.get("maxTriggerDelay")
+    limit = AdmissionLimit(
+        max_rows=_positive_int(given, "maxOffsetsPerTrigger"),
+        min_rows=_positive_int(given, "minOffsetsPerTrigger"),
+    )
+    if delay is None:
+        return limit
+    return AdmissionLimit(
+        limit.max_rows, limit.min_rows, parse_duration_ms("maxTriggerDelay", delay)
+    )
+
+
+def _positive_int(given: Mapping[str, str], name: str) -> int | None:
+    value = given.get(name)
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(
+            f"invalid value {value!r} for option {name!r}; expected a positive integer"
+        )
+    return number
+
+
+def _boolean(given: Mapping[str, str], name: str, *, default: bool) -> bool:
+    value = given.get(name)
+    if value is None:
+        return default
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(
+            f"invalid value {value!r} for option {name!r}; valid values are true, false"
+        )
+    return text == "true"
+
+
+def _isolation_level(given: Mapping[str, str]) -> IsolationLevel:
+    values = {
+        name: given[name] for name in ("isolation.level", "kafka.isolation.level") if name in given
+    }
+    if len(set(v.strip().lower() for v in values.values())) > 1:
+        raise ConfigError(
+            "options 'isolation.level' and 'kafka.isolation.level' disagree; give one of them"
+        )
+    name, value = next(iter(values.items()), ("isolation.level", "read_committed"))
+    try:
+        return IsolationLevel.parse(value)
+    except TxnLogError:
+        raise ConfigError(
+            f"invalid value {value!r} for option {name!r}; valid values are read_committed, "
+            "read_uncommitted"
+        ) from None

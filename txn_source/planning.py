@@ -1,0 +1,90 @@
+"""From two positions to read tasks: the ranges of a batch, checked against what the log still
+holds, split by ``minPartitions`` / ``maxRecordsPerPartition``, each with the aborted
+transactions it overlaps (DESIGN §6).
+
+A partition in ``end`` but not in ``start`` appeared after ``start`` was taken (a partition
+added to a topic, a new topic matching ``subscribePattern``): it is read from offset 0, its
+first offset, so a plan depends only on its two positions and re-planning a batch reads the
+same records. Offsets the log no longer holds are data loss (``data_loss``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from offsets.offset_range import OffsetRange, plan_ranges
+from offsets.partition_offsets import PartitionOffsets
+from txn_log.topic_partition import TopicPartition
+from txn_source.data_loss import report_data_loss
+from txn_source.log_view import LogView
+from txn_source.options import SourceOptions
+from txn_source.partition import TxnLogInputPartition
+
+logger = logging.getLogger(__name__)
+
+NEW_PARTITION_START = 0
+
+
+def plan_input_partitions(
+    view: LogView, options: SourceOptions, start: PartitionOffsets, end: PartitionOffsets
+) -> list[TxnLogInputPartition]:
+    """The read tasks for offsets ``[start, end)``, in (topic, partition, offset) order."""
+    for tp in start.partitions:
+        if tp not in end:
+            _report(options, f"{tp} is gone (its topic was deleted or is no longer subscribed)")
+    ranges = []
+    for tp, until in end.entries:
+        offset_range = _checked_range(view, options, tp, start.get(tp, NEW_PARTITION_START), until)
+        if offset_range is not None:
+            ranges.append(offset_range)
+    tasks = plan_ranges(
+        ranges,
+        min_partitions=options.min_partitions,
+        max_records_per_partition=options.max_records_per_partition,
+    )
+    logger.info("planned %d tasks over %s", len(tasks), ", ".join(map(str, ranges)) or "nothing")
+    return [_input_partition(view, options, r) for r in tasks]
+
+
+def _checked_range(
+    view: LogView, options: SourceOptions, tp: TopicPartition, start: int, end: int
+) -> OffsetRange | None:
+    if not view.exists(tp):
+        _report(options, f"{tp} is gone (its topic was deleted)")
+        return None
+    if end < start:
+        _report(options, f"the offset of {tp} went back from {start} to {end}")
+        return None
+    log_start, log_end = view.earliest(tp), view.log_end(tp)
+    if start < log_start:
+        _report(
+            options,
+            f"offsets [{start}, {min(log_start, end)}) of {tp} were deleted before they were "
+            f"read; the log now starts at {log_start}",
+        )
+        start = min(log_start, end)
+    if end > log_end:
+        _report(options, f"{tp} ends at {log_end}, before {end}; it was truncated or recreated")
+        end = max(log_end, start)
+    return OffsetRange(tp, start, end)
+
+
+def _input_partition(
+    view: LogView, options: SourceOptions, offset_range: OffsetRange
+) -> TxnLogInputPartition:
+    tp = offset_range.topic_partition
+    return TxnLogInputPartition(
+        path=options.path,
+        topic=tp.topic,
+        partition=tp.partition,
+        start=offset_range.start,
+        end=offset_range.end,
+        isolation_level=options.isolation_level.name.lower(),
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        aborted_txns=view.aborted_txns(offset_range),
+    )
+
+
+def _report(options: SourceOptions, message: str) -> None:
+    report_data_loss(options.fail_on_data_loss, message)

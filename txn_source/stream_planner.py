@@ -1,0 +1,85 @@
+"""The driver side of a streaming read: initial offsets, how far each micro-batch goes, and its
+read tasks. Spark's ``KafkaMicroBatchStream`` logic, over ``LogView``.
+
+- ``latest_offset`` never passes the readable end (the LSO under read_committed), so an open
+  transaction holds the stream at its first offset until it ends; never goes back from
+  ``start``; applies admission control (``offsets.admission``); and under
+  Trigger.AvailableNow stops at the target fixed by ``fix_target`` (data added later waits for
+  the next run). ``minOffsetsPerTrigger`` is ignored under AvailableNow, which must end.
+- Partitions that appear while the query runs join ``latest_offset`` and are read from 0
+  (``planning``).
+
+State (the log view, the last trigger time, the AvailableNow target, the last latest offsets) is
+per planning process and never pickled. Not thread-safe; Spark calls it from one thread.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from offsets.admission import AdmissionLimit, available, rate_limit, should_delay
+from offsets.partition_offsets import PartitionOffsets
+from offsets.resolve import resolve
+from txn_log.clock import SYSTEM_CLOCK, Clock
+from txn_source.log_view import LogView
+from txn_source.options import SourceOptions, spec_option_name
+from txn_source.partition import TxnLogInputPartition
+from txn_source.planning import NEW_PARTITION_START, plan_input_partitions
+
+logger = logging.getLogger(__name__)
+
+
+class StreamPlanner:
+    """Offsets and read tasks of one streaming query."""
+
+    def __init__(self, options: SourceOptions, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.options = options
+        self._clock = clock
+        self._view = LogView(options.path, options.isolation_level)
+        self._last_trigger_ms = 0
+        self._target: PartitionOffsets | None = None
+        self.latest: PartitionOffsets | None = None
+
+    def initial_offsets(self) -> PartitionOffsets:
+        """``startingOffsets`` (or the timestamp options) resolved for today's partitions."""
+        return resolve(
+            self.options.starting,
+            self._view.partitions(self.options.subscription),
+            self._view,
+            option=spec_option_name(self.options.starting, "starting"),
+            starting=True,
+            no_match=self.options.no_match,
+        )
+
+    def fetch_latest(self) -> PartitionOffsets:
+        """The readable end of every partition the query reads now."""
+        partitions = self._view.partitions(self.options.subscription)
+        return PartitionOffsets.of(self._view.latest_offsets(partitions))
+
+    def fix_target(self) -> None:
+        """Trigger.AvailableNow: read up to what is readable now, and no further."""
+        self._target = self.fetch_latest()
+        logger.info("Trigger.AvailableNow target: %s", self._target)
+
+    def latest_offset(self, start: PartitionOffsets, limit: AdmissionLimit) -> PartitionOffsets:
+        """The end of the next micro-batch; ``start`` itself when there is nothing to read."""
+        latest = self._target if self._target is not None else self.fetch_latest()
+        self.latest = latest
+        begin = start.as_dict()
+        end = {tp: max(offset, begin.get(tp, NEW_PARTITION_START)) for tp, offset in latest.entries}
+        if self._target is not None:  # partitions that appeared after the target: not this run
+            end.update({tp: offset for tp, offset in begin.items() if tp not in end})
+        elif limit.min_rows is not None:
+            now = self._clock.time_ms()
+            if should_delay(limit, available(begin, end), now, self._last_trigger_ms):
+                return start
+            self._last_trigger_ms = now
+        if limit.max_rows is not None:
+            end = rate_limit(limit.max_rows, begin, end)
+        return PartitionOffsets.of(end)
+
+    def plan(self, start: PartitionOffsets, end: PartitionOffsets) -> list[TxnLogInputPartition]:
+        return plan_input_partitions(self._view, self.options, start, end)
+
+    def close(self) -> None:
+        self._view.close()
