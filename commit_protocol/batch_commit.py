@@ -1,0 +1,168 @@
+"""Executor prepare, driver commit and abort of a Spark sink's micro-batches (DESIGN §4-5).
+
+    executor (each task attempt)            driver (once per batch)
+    ------------------------------------    ------------------------------------------------
+    begin_task: ledger says committed? ->   commit: every message present, of this sink and
+      skip; else init_transactions() with     batch -> one batch commit (all task
+      <prefix>-<task id> (fences earlier      transactions + ledger entry + group offsets;
+      attempts and a previous run)            the commit point is one PREPARE record) ->
+    write ... (TaskTransaction.write)         abort the sink's other open transactions
+    prepare_task: flush (durable), return   abort: abort every message's transaction and
+      a TaskCommit; never commit              every other open one under the prefix
+
+Exactly once: a batch becomes visible only through ``commit``, as a whole; the ledger makes
+``commit`` idempotent and makes re-run tasks of a committed batch write nothing; a fenced or
+timed-out task transaction makes ``commit`` raise before anything is written. Stateless apart
+from the backend: safe to build anew in every Python worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from commit_protocol.backend import LogBackend, TaskTransaction
+from commit_protocol.messages import TaskCommit
+from commit_protocol.naming import TASK_SEPARATOR, is_task_transactional_id, task_transactional_id
+from txn_log.errors import InvalidTxnStateError
+
+
+@dataclass(frozen=True)
+class SinkIdentity:
+    """Who commits: the ledger key, the transactional-id prefix, the offsets' group id."""
+
+    sink_id: str
+    prefix: str
+    group_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """How task transactions are opened: ``transaction.timeout.ms`` and ``compression.type``."""
+
+    transaction_timeout_ms: int = 900_000
+    compression: str = "none"
+
+
+class SinkCommitProtocol:
+    """The commit protocol of one sink on one backend (see the module doc)."""
+
+    def __init__(
+        self, backend: LogBackend, sink: SinkIdentity, settings: TaskSettings = TaskSettings()
+    ) -> None:
+        self.backend = backend
+        self.sink = sink
+        self.settings = settings
+
+    # --- executor side -------------------------------------------------------------------------
+
+    def begin_task(self, batch_id: int, task_id: int) -> TaskTransaction | None:
+        """The task's fresh transaction, or None when the ledger says the batch committed."""
+        if self.backend.is_batch_committed(self.sink.sink_id, batch_id):
+            return None
+        return self.backend.begin_transaction(
+            task_transactional_id(self.sink.prefix, task_id),
+            self.settings.transaction_timeout_ms,
+            self.settings.compression,
+        )
+
+    def prepare_task(
+        self, transaction: TaskTransaction, batch_id: int, task_id: int, attempt: int
+    ) -> TaskCommit:
+        """Make the task's writes durable and describe them; the transaction stays open."""
+        transaction.flush()
+        return TaskCommit(
+            self.sink.sink_id,
+            batch_id,
+            task_id,
+            attempt,
+            transaction.transactional_id,
+            transaction.producer_id,
+            transaction.producer_epoch,
+            transaction.written(),
+        )
+
+    def skipped_task(self, batch_id: int, task_id: int, attempt: int) -> TaskCommit:
+        """The message of a task that found its batch already committed."""
+        tid = task_transactional_id(self.sink.prefix, task_id)
+        return TaskCommit(self.sink.sink_id, batch_id, task_id, attempt, tid, skipped=True)
+
+    # --- driver side ---------------------------------------------------------------------------
+
+    def commit(
+        self,
+        batch_id: int,
+        messages: Sequence[TaskCommit | None],
+        offsets: Sequence[tuple[str, int, int]] = (),
+    ) -> bool:
+        """Commit the batch atomically; False (a no-op) when it already committed.
+
+        ``offsets`` are the consumed source offsets ``(topic, partition, next offset)``,
+        committed under the sink's group id in the same step. Raises (nothing committed) on a
+        missing or foreign message, or when a task transaction was fenced or timed out.
+        """
+        commits = self._checked(batch_id, messages)
+        written = [c for c in commits if not c.skipped]
+        sink_id = self.sink.sink_id
+        if len(written) < len(commits) and not self.backend.is_batch_committed(sink_id, batch_id):
+            skipped = next(c for c in commits if c.skipped)
+            raise InvalidTxnStateError(
+                f"{skipped.describe()} skipped batch {batch_id} of sink {sink_id!r} as "
+                "committed, but the ledger has no such commit; nothing committed"
+            )
+        group_id = self.sink.group_id if offsets else None
+        committed = self.backend.commit_batch(
+            sink_id, batch_id, [c.txn_ref for c in written], group_id, offsets if group_id else ()
+        )
+        self.abort_zombies()
+        return committed
+
+    def abort(self, batch_id: int, messages: Sequence[TaskCommit | None]) -> list[str]:
+        """Abort every task transaction of the batch (and any zombie under the prefix).
+
+        A batch that already committed is left alone: its transactions are no longer open.
+        Returns the aborted transactional ids.
+        """
+        aborted = [
+            message.transactional_id
+            for message in messages
+            if message is not None
+            and not message.skipped
+            and self.backend.abort_transaction(message.transactional_id)
+        ]
+        return sorted(aborted + self.abort_zombies())
+
+    def abort_zombies(self) -> list[str]:
+        """Abort open transactions of this sink's tasks: ``<prefix>-<n>`` exactly."""
+        prefix = self.sink.prefix
+        return [
+            tid
+            for tid in self.backend.open_transactions(prefix + TASK_SEPARATOR)
+            if is_task_transactional_id(prefix, tid) and self.backend.abort_transaction(tid)
+        ]
+
+    def _checked(self, batch_id: int, messages: Sequence[TaskCommit | None]) -> list[TaskCommit]:
+        where = f"batch {batch_id} of sink {self.sink.sink_id!r}"
+        commits: list[TaskCommit] = []
+        seen: dict[str, TaskCommit] = {}
+        for index, message in enumerate(messages):
+            if message is None:
+                raise InvalidTxnStateError(
+                    f"{where}: task message {index} is missing (a task failed); abort the "
+                    "batch instead; nothing committed"
+                )
+            if (message.sink_id, message.batch_id) != (self.sink.sink_id, batch_id):
+                raise InvalidTxnStateError(
+                    f"{where}: got the message of {message.describe()} of sink "
+                    f"{message.sink_id!r}; nothing committed"
+                )
+            earlier = seen.get(message.transactional_id)
+            if earlier is not None:
+                raise InvalidTxnStateError(
+                    f"{where}: two messages for transactional id "
+                    f"{message.transactional_id!r} ({earlier.describe()} and "
+                    f"{message.describe()}); nothing committed"
+                )
+            seen[message.transactional_id] = message
+            commits.append(message)
+        return commits

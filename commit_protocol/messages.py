@@ -1,0 +1,66 @@
+"""What a write task tells the driver: one small, picklable, immutable ``TaskCommit``.
+
+A task never commits (DESIGN §5): it leaves its transaction open and durable, and returns the
+transaction's identity (transactional id, producer id, epoch) with what it wrote, so that the
+driver can commit every task of the micro-batch in one atomic step. The producer id and epoch
+pin the message to one attempt: a message of an attempt that was fenced since can never commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from txn_log.coordinator.state_log_format import TxnRef
+from txn_log.topic_partition import TopicPartition
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+@dataclass(frozen=True)
+class PartitionWrite:
+    """Records and record batches one task appended to one partition (inside its transaction)."""
+
+    topic: str
+    partition: int
+    record_count: int
+    batch_count: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class TaskCommit:
+    """One write task's outcome: an open transaction to commit, or a skip.
+
+    ``skipped`` is True when the task found its batch already in the ledger and wrote nothing
+    (Spark re-running a committed batch); it then carries no producer id.
+    """
+
+    sink_id: str
+    batch_id: int
+    task_id: int
+    attempt: int
+    transactional_id: str
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    partitions: tuple[PartitionWrite, ...] = ()
+    skipped: bool = False
+
+    @property
+    def record_count(self) -> int:
+        return sum(p.record_count for p in self.partitions)
+
+    @property
+    def txn_ref(self) -> TxnRef:
+        """The coordinator's reference to this attempt's transaction."""
+        return TxnRef(self.transactional_id, self.producer_id, self.producer_epoch)
+
+    def describe(self) -> str:
+        return (
+            f"task {self.task_id} attempt {self.attempt} of batch {self.batch_id} "
+            f"(transactional id {self.transactional_id!r}, producer {self.producer_id} "
+            f"epoch {self.producer_epoch})"
+        )

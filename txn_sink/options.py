@@ -1,0 +1,171 @@
+"""The sink's options, parsed and validated on the driver into one frozen ``SinkOptions``.
+
+    path                        the log directory (``.save(path)`` / ``.start(path)`` set it)
+    topic                       the topic to write; overrides a ``topic`` column (as Spark's
+                                Kafka sink); required unless the input has a ``topic`` column
+    transactional.id.prefix     tasks use ``<prefix>-<task partition id>``; default
+                                ``txnlog-<query id>`` (stable across restarts from the same
+                                checkpoint), ``txnlog-<write id>`` for a ``df.write``
+    transaction.timeout.ms      1 .. 900000 (the coordinator's maximum; the default): a task's
+                                transaction lives from its first write to the driver's commit
+    group.id                    group under which the consumed source offsets are committed
+                                (default ``txnlog-<query id>``)
+    compression.type            none (default), gzip, snappy, lz4, zstd
+    batch.size                  target bytes of one record batch (default 1000000; capped by
+                                the topic's max.message.bytes)
+    buffer.memory               bytes a task may buffer over all partitions (default 33554432);
+                                with batch.size it bounds a task's memory whatever the size of
+                                the micro-batch (there is no linger: batches leave when full)
+    createTopic                 true: create a missing log directory and topic (default false)
+    createTopic.partitions      partitions of a topic created that way (default 1)
+
+Keys are case-insensitive (Spark lowercases them); unknown keys are refused, naming the valid
+ones. Every error is a ``ConfigError`` naming the option, the value and what would be valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from commit_protocol.batch_commit import SinkIdentity, TaskSettings
+from commit_protocol.naming import default_group_id, default_prefix, validate_prefix
+from txn_log.coordinator.transaction_metadata import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+from txn_log.errors import ConfigError, UnsupportedCompressionTypeError
+from txn_log.group_offsets import validate_group_id
+from txn_log.record.batch_header import Compression
+from txn_log.topic_config import validate_topic_name
+
+DEFAULT_BATCH_SIZE = 1_000_000
+DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024
+MAX_BYTES = 1 << 31
+SPARK_KEYS = frozenset({"path", "checkpointlocation"})
+_SPELLING = {"createtopic": "createTopic", "createtopic.partitions": "createTopic.partitions"}
+SINK_KEYS = frozenset(
+    {
+        "topic",
+        "transactional.id.prefix",
+        "transaction.timeout.ms",
+        "group.id",
+        "compression.type",
+        "batch.size",
+        "buffer.memory",
+        "createtopic",
+        "createtopic.partitions",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Validated sink options (see the module doc); picklable, shipped to every task."""
+
+    path: str
+    topic: str | None = None
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+    group_id: str | None = None
+    compression_type: str = "none"
+    batch_size: int = DEFAULT_BATCH_SIZE
+    buffer_memory: int = DEFAULT_BUFFER_MEMORY
+    create_topic: bool = False
+    create_topic_partitions: int = 1
+    checkpoint_location: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        """Validate Spark's options dict (raises ConfigError before anything is written)."""
+        given = {key.lower(): value for key, value in options.items()}
+        unknown = sorted(set(given) - SINK_KEYS - SPARK_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"unknown txnlog sink option(s) {', '.join(map(repr, unknown))}; valid options "
+                f"are path, {', '.join(sorted(_SPELLING.get(k, k) for k in SINK_KEYS))} "
+                "(case-insensitive)"
+            )
+        return cls(
+            path=_path(given.get("path")),
+            topic=_optional(given, "topic", validate_topic_name),
+            transactional_id_prefix=_optional(given, "transactional.id.prefix", validate_prefix),
+            transaction_timeout_ms=_int(
+                given,
+                "transaction.timeout.ms",
+                DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+                1,
+                DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+            ),
+            group_id=_optional(given, "group.id", validate_group_id),
+            compression_type=_compression(given.get("compression.type", "none")),
+            batch_size=_int(given, "batch.size", DEFAULT_BATCH_SIZE, 1, MAX_BYTES),
+            buffer_memory=_int(given, "buffer.memory", DEFAULT_BUFFER_MEMORY, 1, MAX_BYTES),
+            create_topic=_bool(given, "createtopic"),
+            create_topic_partitions=_int(given, "createtopic.partitions", 1, 1, 10_000),
+            checkpoint_location=given.get("checkpointlocation") or None,
+        )
+
+    def identity(self, sink_id: str, run_id: str) -> SinkIdentity:
+        """Who commits for run ``run_id`` (a query id or a batch write's id)."""
+        return SinkIdentity(
+            sink_id,
+            self.transactional_id_prefix or default_prefix(run_id),
+            self.group_id or default_group_id(run_id),
+        )
+
+    @property
+    def task_settings(self) -> TaskSettings:
+        return TaskSettings(self.transaction_timeout_ms, self.compression_type)
+
+
+def _path(value: str | None) -> str:
+    if not value or not value.strip():
+        raise ConfigError(
+            "option 'path' is required: the txnlog directory to write, e.g. "
+            '.start("/data/log") or .option("path", "/data/log")'
+        )
+    if "://" in value and not value.startswith("file:"):
+        raise ConfigError(f"option 'path' must be a local directory, got {value!r}")
+    return str(Path(value.removeprefix("file:")).expanduser().resolve())
+
+
+def _optional(given: Mapping[str, str], key: str, validate: Callable[[object], str]) -> str | None:
+    value = given.get(key)
+    if value is None:
+        return None
+    try:
+        return validate(value)
+    except ConfigError as error:
+        raise ConfigError(f"option {key!r}: {error}") from None
+
+
+def _int(given: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
+    raw = given.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        name = _SPELLING.get(key, key)
+        raise ConfigError(f"option {name!r} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        name = _SPELLING.get(key, key)
+        raise ConfigError(f"option {name!r} must be from {low} to {high}, got {value}")
+    return value
+
+
+def _bool(given: Mapping[str, str], key: str) -> bool:
+    raw = str(given.get(key, "false")).strip().lower()
+    if raw not in ("true", "false"):
+        name = _SPELLING.get(key, key)
+        raise ConfigError(f"option {name!r} must be true or false, got {given.get(key)!r}")
+    return raw == "true"
+
+
+def _compression(raw: str) -> str:
+    try:
+        return Compression.parse(raw).name.lower()
+    except UnsupportedCompressionTypeError:
+        names = ", ".join(c.name.lower() for c in Compression)
+        raise ConfigError(
+            f"option 'compression.type' must be one of {names}, got {raw!r}"
+        ) from None
