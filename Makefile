@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 
 ## demo: set up, then run the main job
 demo: setup
-	$(PY) demo/main_job.py
+	$(PY) -m demo.main_job
 
 ## test: set up, then run the whole test suite (fast fault subset included)
 test: setup
@@ -38,6 +38,13 @@ lint: setup
 bench: setup
 	$(PY) bench/bench_codec.py
 	$(PY) bench/bench_partition_log.py
+	$(PY) bench/bench_transactions.py
+	$(PY) bench/bench_source.py
+	$(PY) bench/bench_sink.py
+
+## soak: at least 50 random kills over at least 1,000,000 records (not part of make test)
+soak: setup
+	$(PY) -m integration.soak
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,4 +1,4 @@
-"""``make demo``: the main job.
+"""The engine-only demo (``python demo/engine_demo.py``).
 
 Until the Spark source and sink land, this is the engine-only job: several writer *processes*
 append idempotent, compressed batches to a 4-partition topic at the same time, one of them

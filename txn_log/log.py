@@ -338,6 +338,8 @@ class Log:
                 log.close()
             self._partitions.clear()
             self._lock.close()
+            if self._coordinator is not None:
+                self._coordinator.close()
 
     def __enter__(self) -> Log:
         return self

@@ -24,6 +24,7 @@ from commit_protocol.backend import LogBackend, TaskTransaction
 from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
 from commit_protocol.messages import TaskCommit
 from txn_log.errors import InvalidRecordError, UnknownTopicOrPartitionError
+from txn_log.fault_points import crash_point
 from txn_log.topic_partition import TopicPartition
 from txn_sink.input_schema import InputColumns
 from txn_sink.key_partitioner import NO_PARTITION, partitions_for_keys
@@ -229,6 +230,8 @@ def write_task(
     writer = TaskWriter(transaction, router, options.buffer_memory)
     try:
         writer.write_all(batches)
+        if attempt == 0:  # the first attempt only, so that Spark's retry can succeed
+            crash_point("sink.task_write")  # rows appended, the task not finished
         message = protocol.prepare_task(transaction, batch_id, task_id, attempt)
     except BaseException:
         transaction.abort()

@@ -33,6 +33,7 @@ from commit_protocol.messages import TaskCommit
 from commit_protocol.naming import batch_sink_id, streaming_sink_id
 from commit_protocol.spark_checkpoint import read_query_id, read_source_offsets
 from txn_log.errors import ConfigError, InvalidTxnStateError
+from txn_log.fault_points import crash_point
 from txn_sink.input_schema import InputColumns, validate_input_schema
 from txn_sink.options import SinkOptions
 from txn_sink.task_writer import write_task
@@ -123,6 +124,7 @@ class TxnLogStreamWriter(DataSourceStreamArrowWriter):
         return TxnLogCommitMessage(commit, query_id, peak)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
+        crash_point("sink.before_commit")  # every task finished, nothing committed yet
         sink = self._driver_sink(messages)
         if sink is None:
             return  # no checkpoint metadata and no task: nothing was written
@@ -132,6 +134,7 @@ class TxnLogStreamWriter(DataSourceStreamArrowWriter):
         offsets = [entry for entry in consumed if backend.topic_exists(entry[0])]
         protocol = SinkCommitProtocol(backend, sink, self._options.task_settings)
         protocol.commit(batchId, _commits(messages), offsets)
+        crash_point("sink.after_commit")  # committed; Spark's commit log entry not yet written
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         sink = self._driver_sink(messages)

@@ -86,6 +86,10 @@ class TransactionCoordinator:
         self._applied = 0  # state-log offset applied so far (exclusive)
         self._last_expiration_check = -EXPIRATION_CHECK_INTERVAL_MS
 
+    def close(self) -> None:
+        """Release the lock file's descriptor."""
+        self._lock.close()
+
     # --- locking, catching up, writing ---------------------------------------------------------
 
     @contextmanager

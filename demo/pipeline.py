@@ -1,0 +1,274 @@
+"""The exactly-once pipeline used by the main job, the fault-injection suite and the soak run.
+
+    workload (process) ──transactions──▶ orders (4 partitions)
+    ETL query (a Spark driver process):  orders ──txnlog source──▶ upper(value) ──txnlog sink──▶
+                                         orders_clean (4 partitions)
+    verify: read_committed(orders_clean) == upper(read_committed(orders)), exactly once.
+
+Every process here is a real OS process started with ``python -m demo.pipeline ROLE ...``; the
+driver runs in a session of its own so that killing its process group kills the JVM and the
+Python workers with it (a driver machine crash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+
+INPUT, OUTPUT = "orders", "orders_clean"
+PARTITIONS = 4
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- the workload ------------------------------------------------------------------------------
+
+
+def create_topics(log_dir: Path) -> None:
+    log = Log.open(log_dir)
+    for topic in (INPUT, OUTPUT):
+        if topic not in log.topics():
+            log.create_topic(topic, partitions=PARTITIONS)
+
+
+def run_workload(
+    log_dir: Path,
+    transactions: int,
+    per_txn: int,
+    seed: int,
+    open_for_s: float,
+    abort_every: int,
+    producer_id: str,
+) -> None:
+    """Transactions of ``per_txn`` records: every ``abort_every``-th aborted, and the first one
+    left open for ``open_for_s`` seconds while the others go on (it pins the LSO)."""
+    rng = random.Random(seed)
+    log = Log.open(log_dir)
+    # short timeouts: a workload killed mid-transaction (the soak run) pins the LSO only briefly
+    held_timeout_ms = max(int(open_for_s * 3000), 10_000)
+    held = log.producer(f"{producer_id}-held", transaction_timeout_ms=held_timeout_ms)
+    held.init_transactions()
+    held.begin_transaction()
+    for i in range(per_txn):
+        held.send(INPUT, b"held-%d" % i, key=b"customer-%d" % rng.randrange(100))
+    held.flush()
+    held_since = time.monotonic()
+    producer = log.producer(producer_id, transaction_timeout_ms=10_000)
+    producer.init_transactions()
+    for txn in range(transactions):
+        producer.begin_transaction()
+        for i in range(per_txn):
+            value = b"order-%d-%d-%d" % (seed, txn, i)
+            producer.send(INPUT, value, key=b"customer-%d" % rng.randrange(100))
+        if abort_every and txn % abort_every == abort_every - 1:
+            producer.flush()
+            producer.abort_transaction()
+        else:
+            producer.commit_transaction()
+        print(json.dumps({"txn": txn}), flush=True)
+        if held is not None and time.monotonic() - held_since > open_for_s:
+            held.commit_transaction()
+            held = None
+    if held is not None:
+        time.sleep(max(open_for_s - (time.monotonic() - held_since), 0))
+        held.commit_transaction()
+
+
+# --- the ETL query (a Spark driver) ---------------------------------------------------------------
+
+
+def run_query(log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) -> None:
+    """The streaming ETL: ``mode`` "continuous" (micro-batches every 0.2 s until killed) or
+    "available-now" (everything committed so far, then exit)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2,3]")
+        .appName("txnlog-etl")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    source = (
+        spark.readStream.format("txnlog")
+        .option("subscribe", INPUT)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_per_trigger))
+        .load(str(log_dir))
+    )
+    writer = (
+        source.selectExpr("key", "upper(CAST(value AS STRING)) AS value")
+        .writeStream.format("txnlog")
+        .option("topic", OUTPUT)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    if mode == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime="200 milliseconds")
+    query = writer.start(str(log_dir))
+    print(json.dumps({"query_id": str(query.id)}), flush=True)
+    query.awaitTermination()
+    spark.stop()
+
+
+def spawn(
+    role: str, *args: object, env: dict[str, str] | None = None, new_session: bool = False
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "demo.pipeline", role, *map(str, args)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=new_session,
+    )
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a driver started with ``new_session``: its JVM and workers die with it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+
+# --- verification --------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    records_in: int = 0
+    records_out: int = 0
+    duplicates: int = 0
+    missing: int = 0
+    unexpected: int = 0
+    aborted_skipped: int = 0
+    order_violations: int = 0
+    micro_batches: int = 0
+    group_offsets_match: bool = False
+    lso_at_log_end: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def exactly_once(self) -> bool:
+        return (
+            not self.duplicates
+            and not self.missing
+            and not self.unexpected
+            and not self.order_violations
+            and self.group_offsets_match
+            and self.lso_at_log_end
+            and not self.problems
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(asdict(self), exactly_once=self.exactly_once)
+
+
+def read_all(log: Log, topic: str, isolation: str) -> dict[TopicPartition, list[tuple[Any, ...]]]:
+    consumer = log.consumer(isolation)
+    return {
+        tp: [(r.key, r.value, r.offset) for r in consumer.read(tp, consumer.start_offset(tp))]
+        for tp in log.partitions(topic)
+    }
+
+
+def verify(log_dir: Path) -> Report:
+    """Output = transformed committed input, exactly once, per-key order kept."""
+    log = Log.open(log_dir)
+    report = Report()
+    committed_in = read_all(log, INPUT, "read_committed")
+    all_in = read_all(log, INPUT, "read_uncommitted")
+    out = read_all(log, OUTPUT, "read_committed")
+    expected = Counter((k, v.upper()) for rows in committed_in.values() for k, v, _ in rows)
+    produced = Counter((k, v) for rows in out.values() for k, v, _ in rows)
+    report.records_in = sum(expected.values())
+    report.records_out = sum(produced.values())
+    report.aborted_skipped = sum(map(len, all_in.values())) - report.records_in
+    report.duplicates = sum(c - 1 for c in produced.values() if c > 1)
+    report.missing = sum((expected - produced).values())
+    report.unexpected = sum((produced - expected).values())
+    report.order_violations = order_violations(committed_in, out)
+    ledgers = log.coordinator.ledgers()
+    report.micro_batches = sum(entry.batch_id + 1 for entry in ledgers)
+    report.group_offsets_match = group_offsets_match(log, ledgers)
+    report.lso_at_log_end = all(
+        log.partition_log(tp).last_stable_offset == log.partition_log(tp).log_end_offset
+        for topic in (INPUT, OUTPUT)
+        for tp in log.partitions(topic)
+    )
+    return report
+
+
+def order_violations(
+    committed_in: dict[TopicPartition, list[tuple[Any, ...]]],
+    out: dict[TopicPartition, list[tuple[Any, ...]]],
+) -> int:
+    """Records of one key must come out in the order they went in (one input partition per
+    key, one output partition per key: Kafka's partitioner on both sides)."""
+    position = {
+        (k, v.upper()): i for rows in committed_in.values() for i, (k, v, _) in enumerate(rows)
+    }
+    violations = 0
+    for rows in out.values():
+        last: dict[bytes, int] = {}
+        for key, value, _ in rows:
+            index = position.get((key, value), -1)
+            if index < last.get(key, -1):
+                violations += 1
+            last[key] = index
+    return violations
+
+
+def group_offsets_match(log: Log, ledgers: Any) -> bool:
+    """The sink's group offsets equal the end offsets of the input (all consumed)."""
+    if not ledgers:
+        return False
+    entry = ledgers[-1]
+    partitions = log.partitions(INPUT)
+    committed = log.committed(entry.group_id, partitions)
+    ends = {tp: log.consumer().end_offset(tp) for tp in partitions}
+    return all(
+        committed[tp] is not None and committed[tp].offset == ends[tp]  # type: ignore[union-attr]
+        for tp in partitions
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("role", choices=["workload", "query", "verify"])
+    parser.add_argument("args", nargs="*")
+    args = parser.parse_args(argv)
+    if args.role == "workload":
+        log_dir, txns, per_txn, seed, open_s, abort_every, pid = args.args
+        run_workload(
+            Path(log_dir), int(txns), int(per_txn), int(seed), float(open_s), int(abort_every), pid
+        )
+    elif args.role == "query":
+        log_dir, checkpoint, mode, max_per_trigger = args.args
+        run_query(Path(log_dir), Path(checkpoint), mode, int(max_per_trigger))
+    else:
+        print(json.dumps(verify(Path(args.args[0])).as_dict()))
+
+
+if __name__ == "__main__":
+    main()
