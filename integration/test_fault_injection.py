@@ -25,7 +25,8 @@ import pytest
 from demo.pipeline import create_topics, kill_group, run_workload, spawn, verify
 from txn_log.log import Log
 
-pytestmark = [pytest.mark.spark, pytest.mark.fault]
+# slow: ~12 min on this machine; `make test-all` runs it (see the issue notes)
+pytestmark = [pytest.mark.spark, pytest.mark.fault, pytest.mark.slow]
 
 SEED = int(os.environ.get("TXNLOG_TEST_SEED", random.randrange(1 << 30)))
 

@@ -5,10 +5,10 @@ A test process started with ``TXNLOG_CRASH_POINT=<name>`` kills *itself* with SI
 of a commit at which a real process dies, with no exception, no ``finally`` and no flush. In
 every other process this is one comparison against None.
 
-With ``TXNLOG_CRASH_SCOPE=group`` it kills its whole process group instead: a Spark driver
-started in a session of its own dies with its JVM and every Python worker, as when the machine
-running the driver fails (the data source's commit runs in a Python worker of the JVM, not in the
-driver's own Python process).
+With ``TXNLOG_CRASH_SCOPE=group`` it kills its session leader's process group and its own
+instead: a Spark driver started in a session of its own dies with its JVM and every Python
+worker, as when the machine running the driver fails (the data source's commit runs in a
+Python worker of the JVM, not in the driver's own Python process).
 
 Points: ``txn.after_prepare``, ``txn.between_markers``, ``txn.before_complete`` (commit and
 abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (batch commit).
@@ -16,6 +16,7 @@ abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -32,5 +33,9 @@ def crash_point(name: str) -> None:
     _remaining -= 1
     if _remaining <= 0:
         if _GROUP:
+            # the session leader's group (the driver and its JVM), then our own group (PySpark's
+            # worker daemon puts its workers in a process group of their own)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getsid(0), signal.SIGKILL)
             os.killpg(os.getpgrp(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
