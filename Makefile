@@ -23,9 +23,10 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m demo.main_job
 
-## test: set up, then run the whole test suite (fast fault subset included)
+## test: set up, then run the unit and process-level suites (no JVM)
+## (the Spark suites in integration/ hung once in CI, see the issue notes: make test-all runs them)
 test: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" tests
 
 ## test-all: every test, the slow fault-injection suite included
 test-all: setup
