@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -50,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from demo.spark_session import local_session
 from txn_log.log import Log
 from txn_sink.writer import TxnLogCommitMessage, TxnLogStreamWriter
 
@@ -283,19 +283,7 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("txnlog-bench-sink")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
+    spark = local_session("txnlog-bench-sink")
     spark.sparkContext.setLogLevel("ERROR")
     for source in (BlankSource, NullSink, MeasuredSink):
         spark.dataSource.register(source)

@@ -36,6 +36,7 @@ from pyspark.sql.datasource import (  # noqa: E402
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # noqa: E402
 
+from demo.spark_session import local_session  # noqa: E402
 from txn_log.arrow_records import spark_kafka_schema  # noqa: E402
 from txn_log.log import Log  # noqa: E402
 from txn_log.record.codec import encode_batch  # noqa: E402
@@ -231,18 +232,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-source")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    spark = local_session("txnlog-bench-source")
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(NothingSource)
     with tempfile.TemporaryDirectory(prefix="bench-source-") as tmp:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from demo.spark_session import local_session
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -91,22 +92,18 @@ def run_workload(
 
 
 def run_query(log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) -> None:
-    """The streaming ETL: ``mode`` "continuous" (micro-batches every 0.2 s until killed) or
-    "available-now" (everything committed so far, then exit)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    """The streaming ETL in a Spark driver of its own, until it ends (or is killed)."""
+    spark = local_session("txnlog-etl", "local[2,3]")
+    query = start_etl(spark, log_dir, checkpoint, mode, max_per_trigger)
+    print(json.dumps({"query_id": str(query.id)}), flush=True)
+    query.awaitTermination()
+    spark.stop()
 
-    spark = (
-        SparkSession.builder.master("local[2,3]")
-        .appName("txnlog-etl")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
+
+def start_etl(spark: Any, log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) -> Any:
+    """Start the streaming ETL ``orders`` → upper-case values → ``orders_clean``: ``mode``
+    "continuous" (micro-batches every 0.2 s until stopped) or "available-now" (everything
+    committed so far, then the query ends)."""
     source = (
         spark.readStream.format("txnlog")
         .option("subscribe", INPUT)
@@ -124,10 +121,7 @@ def run_query(log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) 
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime="200 milliseconds")
-    query = writer.start(str(log_dir))
-    print(json.dumps({"query_id": str(query.id)}), flush=True)
-    query.awaitTermination()
-    spark.stop()
+    return writer.start(str(log_dir))
 
 
 def spawn(

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from demo.spark_session import local_session
+
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -23,19 +25,7 @@ MASTER = "local[2,3]"
 
 
 def build_session(master: str = MASTER):  # type: ignore[no-untyped-def]
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master(master)
-        .appName("txnlog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
+    return local_session("txnlog-tests", master)
 
 
 @pytest.fixture(scope="session")

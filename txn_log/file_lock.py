@@ -12,8 +12,11 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+
+from txn_log.owned_fd import owned_fd
 
 
 class FileLock:
@@ -23,6 +26,7 @@ class FileLock:
         self.path = path
         self._thread_lock = threading.RLock()
         self._fd: int | None = None
+        self._close_fd: Callable[[], object] | None = None
         self._depth = 0
 
     def acquire(self) -> None:
@@ -31,6 +35,7 @@ class FileLock:
             if self._depth == 0:
                 if self._fd is None:
                     self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                    self._close_fd = owned_fd(self, self._fd)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
             self._depth += 1
         except BaseException:
@@ -50,8 +55,9 @@ class FileLock:
 
     def close(self) -> None:
         with self._thread_lock:
-            if self._fd is not None and self._depth == 0:
-                os.close(self._fd)
+            if self._close_fd is not None and self._depth == 0:
+                self._close_fd()
+                self._close_fd = None
                 self._fd = None
 
     def __enter__(self) -> FileLock:

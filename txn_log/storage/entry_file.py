@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from txn_log.errors import StorageError
+from txn_log.owned_fd import owned_fd
 
 E = TypeVar("E")
 
@@ -48,6 +49,7 @@ class EntryFile(Generic[E]):
         self._layout = layout
         self._decode = decode
         self._fd: int | None = None
+        self._close_fd: Callable[[], object] | None = None
         self._ino: int | None = None
         self._entries: list[E] = []
         self._last_raw = b""  # bytes of the last cached entry, to notice a rewrite underneath
@@ -70,6 +72,7 @@ class EntryFile(Generic[E]):
         if self._fd is None or stat.st_ino != self._ino:
             self._forget()
             self._fd = os.open(self.path, os.O_RDWR)
+            self._close_fd = owned_fd(self, self._fd)
             self._ino = os.fstat(self._fd).st_ino
         size = self.entry_size
         aligned = stat.st_size - stat.st_size % size
@@ -163,12 +166,14 @@ class EntryFile(Generic[E]):
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
                 raise StorageError(f"cannot create {self.path}: {exc}") from exc
+            self._close_fd = owned_fd(self, self._fd)
             self._ino = os.fstat(self._fd).st_ino
         return self._fd
 
     def _forget(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
+        if self._close_fd is not None:
+            self._close_fd()
+        self._close_fd = None
         self._fd = None
         self._ino = None
         self._entries = []

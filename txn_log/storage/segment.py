@@ -34,6 +34,7 @@ from txn_log.errors import (
     LogSegmentOffsetOverflowError,
     StorageError,
 )
+from txn_log.owned_fd import owned_fd
 from txn_log.record.batch_header import (
     HEADER_SIZE,
     BatchHeader,
@@ -122,6 +123,7 @@ class LogSegment:
             directory / offset_file_name(base_offset, TXN_INDEX_SUFFIX), base_offset
         )
         self._fd = fd
+        self._close_fd = owned_fd(self, fd)
         self._size = 0
         self._next_offset = base_offset
         self._max_ts = _UNKNOWN
@@ -357,9 +359,8 @@ class LogSegment:
         self.txn_index.flush()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._close_fd()
+        self._fd = -1
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
