@@ -8,7 +8,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP        := 127.0.0.1
 
-.PHONY: setup demo test test-all lint bench soak clean
+.PHONY: setup demo test test-all faults lint bench soak clean
 
 setup: $(STAMP)
 
@@ -27,9 +27,14 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -m "not slow"
 
-## test-all: every test, the slow fault-injection suite included
+## test-all: every test, the slow ones included
 test-all: setup
 	$(PY) -m pytest -q
+
+## faults: the fault-injection suite on ten times the data, with a fresh seed
+## (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
+faults: setup
+	TXNLOG_FAULT_SCALE=10 $(PY) -m pytest -q -s integration/test_fault_injection.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,7 @@
 """``make demo``: the main job — an exactly-once ``txnlog → Spark → txnlog`` pipeline that is
 killed part-way and restarted.
 
-1. Create ``orders`` (4 partitions) and ``orders_clean``; a workload process fills ``orders``
+1. Create ``orders`` (4 partitions) and ``orders_clean`` (3); a workload process fills ``orders``
    with committed transactions, aborted ones (every third) and one transaction held open for a
    few seconds (it pins the last stable offset, then commits).
 2. Run the streaming ETL query (``upper(value)``) in its own driver process, with a checkpoint.

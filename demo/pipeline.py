@@ -2,7 +2,7 @@
 
     workload (process) ──transactions──▶ orders (4 partitions)
     ETL query (a Spark driver process):  orders ──txnlog source──▶ upper(value) ──txnlog sink──▶
-                                         orders_clean (4 partitions)
+                                         orders_clean (3 partitions)
     verify: read_committed(orders_clean) == upper(read_committed(orders)), exactly once.
 
 Every process here is a real OS process started with ``python -m demo.pipeline ROLE ...``; the
@@ -31,7 +31,9 @@ from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
 INPUT, OUTPUT = "orders", "orders_clean"
-PARTITIONS = 4
+# The output topic is narrower than the input, so the rows of one input partition (one task)
+# spread over several output partitions and every task transaction spans several of them.
+PARTITIONS = {INPUT: 4, OUTPUT: 3}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -40,9 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def create_topics(log_dir: Path) -> None:
     log = Log.open(log_dir)
-    for topic in (INPUT, OUTPUT):
+    for topic, partitions in PARTITIONS.items():
         if topic not in log.topics():
-            log.create_topic(topic, partitions=PARTITIONS)
+            log.create_topic(topic, partitions=partitions)
 
 
 def run_workload(
