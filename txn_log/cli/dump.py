@@ -123,7 +123,7 @@ def dump_files(plog: PartitionLog, kind: str) -> list[dict[str, Any]]:
         elif kind == "timeindex":
             entries = list(segment.time_index.entries())
         else:
-            entries = list(segment.txn_index.all_entries())
+            entries = list(segment.txn_index.entries())
         name = segment.log_path.with_suffix(f".{kind}").name
         rows.extend({"file": name, **asdict(entry)} for entry in entries)
     return rows

@@ -143,7 +143,7 @@ def check_indexes(
             problems.append(Problem(str(time_path), 0, message, True))
         previous = stamp.timestamp
     txn_path = directory / offset_file_name(base, TXN_INDEX_SUFFIX)
-    aborted = TransactionIndex(txn_path, base).all_entries() if txn_path.exists() else []
+    aborted = TransactionIndex(txn_path, base).entries() if txn_path.exists() else []
     for txn in aborted:
         if txn.last_offset >= next_offset:
             message = (

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from txn_log.errors import StorageError
+from txn_log.errors import CorruptIndexError, StorageError
 from txn_log.owned_fd import owned_fd
 
 E = TypeVar("E")
@@ -213,3 +213,61 @@ def write_all(fd: int, data: bytes | memoryview, position: int) -> None:
         written = os.pwrite(fd, view, position)
         view = view[written:]
         position += written
+
+
+class SegmentIndexFile(Generic[E]):
+    """What the three index files of a segment share: the path, the segment's base offset, the
+    cached entries, the whole-entry check of ``sanity_check``, and the file's lifecycle.
+
+    Subclasses set ``DESCRIPTION`` (for messages), ``LAYOUT``, ``CREATE`` (False: the file
+    appears with its first entry) and decode one unpacked entry in ``_decode``.
+    """
+
+    DESCRIPTION: ClassVar[str]
+    LAYOUT: ClassVar[struct.Struct]
+    CREATE: ClassVar[bool] = True
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self._file: EntryFile[E] = EntryFile(
+            self.path, self.LAYOUT, self._decode, create=self.CREATE
+        )
+
+    def _decode(self, fields: tuple[Any, ...]) -> E:
+        raise NotImplementedError
+
+    def entries(self) -> list[E]:
+        """Every whole entry in the file now, in order."""
+        return list(self._file.refresh())
+
+    def last_entry(self) -> E | None:
+        entries = self._file.refresh()
+        return entries[-1] if entries else None
+
+    def _raw_entries(self) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        """``(entry number, unpacked fields)`` of the whole file; a torn last entry is
+        corruption here (``sanity_check`` runs under the partition lock)."""
+        raw = self._file.read_raw()
+        size = self.LAYOUT.size
+        if len(raw) % size:
+            raise CorruptIndexError(
+                f"{self.DESCRIPTION} {self.path} has size {len(raw)}, not a multiple of {size}"
+            )
+        return enumerate(self.LAYOUT.iter_unpack(raw))
+
+    def _corrupt(self, number: int, detail: str) -> CorruptIndexError:
+        return CorruptIndexError(
+            f"{self.DESCRIPTION} {self.path} entry {number} at byte "
+            f"{number * self.LAYOUT.size} {detail}"
+        )
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def delete(self) -> None:
+        """Close and remove the file (missing is fine)."""
+        self._file.delete()

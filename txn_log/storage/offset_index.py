@@ -24,10 +24,10 @@ import bisect
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-from txn_log.errors import CorruptIndexError, InvalidOffsetError, LogSegmentOffsetOverflowError
-from txn_log.storage.entry_file import EntryFile
+from txn_log.errors import InvalidOffsetError, LogSegmentOffsetOverflowError
+from txn_log.storage.entry_file import SegmentIndexFile
 
 ENTRY = struct.Struct(
     ">"
@@ -46,28 +46,16 @@ class OffsetPosition:
     position: int
 
 
-class OffsetIndex:
+class OffsetIndex(SegmentIndexFile[OffsetPosition]):
     """Offset → position for one segment; ``base_offset`` is the segment's (inclusive) first."""
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = Path(path)
-        self.base_offset = base_offset
-        self._file: EntryFile[OffsetPosition] = EntryFile(
-            self.path, ENTRY, self._decode, create=True
-        )
+    DESCRIPTION = "offset index"
+    LAYOUT = ENTRY
 
-    def _decode(self, fields: tuple[int, int]) -> OffsetPosition:
+    def _decode(self, fields: tuple[Any, ...]) -> OffsetPosition:
         return OffsetPosition(self.base_offset + fields[0], fields[1])
 
     # --- reading ---------------------------------------------------------------------------
-
-    def entries(self) -> list[OffsetPosition]:
-        """Every whole entry in the file now, in order."""
-        return list(self._file.refresh())
-
-    def last_entry(self) -> OffsetPosition | None:
-        entries = self._file.refresh()
-        return entries[-1] if entries else None
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The greatest entry with offset ≤ ``target_offset``, or ``(base_offset, 0)``."""
@@ -125,33 +113,19 @@ class OffsetIndex:
         Checks: whole entries only (a torn entry counts as corruption here, so call this under
         the partition lock), offsets ≥ base_offset, offsets and positions strictly increasing.
         """
-        raw = self._file.read_raw()
-        if len(raw) % ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"offset index {self.path} has size {len(raw)}, not a multiple of {ENTRY_SIZE}"
-            )
         last: OffsetPosition | None = None
-        for number, (relative, position) in enumerate(ENTRY.iter_unpack(raw)):
+        for number, (relative, position) in self._raw_entries():
             entry = OffsetPosition(self.base_offset + relative, position)
             bad_start = relative < 0 or position < 0
             if bad_start or (
                 last is not None and (entry.offset <= last.offset or position <= last.position)
             ):
-                raise CorruptIndexError(
-                    f"offset index {self.path} entry {number} at byte {number * ENTRY_SIZE} "
+                raise self._corrupt(
+                    number,
                     f"(offset {entry.offset}, position {position}) is below the base offset "
-                    f"{self.base_offset} or does not follow the previous entry {last}"
+                    f"{self.base_offset} or does not follow the previous entry {last}",
                 )
             last = entry
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def delete(self) -> None:
-        self._file.delete()
 
 
 def _offset_of(entry: OffsetPosition) -> int:

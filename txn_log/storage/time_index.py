@@ -22,10 +22,10 @@ import bisect
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-from txn_log.errors import CorruptIndexError, InvalidOffsetError, LogSegmentOffsetOverflowError
-from txn_log.storage.entry_file import EntryFile
+from txn_log.errors import InvalidOffsetError, LogSegmentOffsetOverflowError
+from txn_log.storage.entry_file import SegmentIndexFile
 
 ENTRY = struct.Struct(
     ">"
@@ -45,28 +45,16 @@ class TimestampOffset:
     offset: int
 
 
-class TimeIndex:
+class TimeIndex(SegmentIndexFile[TimestampOffset]):
     """Timestamp → offset for one segment; ``base_offset`` is the segment's (inclusive) first."""
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = Path(path)
-        self.base_offset = base_offset
-        self._file: EntryFile[TimestampOffset] = EntryFile(
-            self.path, ENTRY, self._decode, create=True
-        )
+    DESCRIPTION = "time index"
+    LAYOUT = ENTRY
 
-    def _decode(self, fields: tuple[int, int]) -> TimestampOffset:
+    def _decode(self, fields: tuple[Any, ...]) -> TimestampOffset:
         return TimestampOffset(fields[0], self.base_offset + fields[1])
 
     # --- reading ---------------------------------------------------------------------------
-
-    def entries(self) -> list[TimestampOffset]:
-        """Every whole entry in the file now, in order."""
-        return list(self._file.refresh())
-
-    def last_entry(self) -> TimestampOffset | None:
-        entries = self._file.refresh()
-        return entries[-1] if entries else None
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """The greatest entry with timestamp ≤ ``timestamp``, or ``(-1, base_offset)``."""
@@ -134,31 +122,17 @@ class TimeIndex:
         Checks: whole entries only (call under the partition lock), offsets ≥ base_offset and
         non-decreasing, timestamps > -1 and strictly increasing.
         """
-        raw = self._file.read_raw()
-        if len(raw) % ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"time index {self.path} has size {len(raw)}, not a multiple of {ENTRY_SIZE}"
-            )
         last = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        for number, (timestamp, relative) in enumerate(ENTRY.iter_unpack(raw)):
+        for number, (timestamp, relative) in self._raw_entries():
             entry = TimestampOffset(timestamp, self.base_offset + relative)
             if entry.timestamp <= last.timestamp or entry.offset < last.offset:
-                raise CorruptIndexError(
-                    f"time index {self.path} entry {number} at byte {number * ENTRY_SIZE} "
+                raise self._corrupt(
+                    number,
                     f"(timestamp {timestamp}, offset {entry.offset}) does not follow "
                     f"(timestamp {last.timestamp}, offset {last.offset}); base offset "
-                    f"{self.base_offset}"
+                    f"{self.base_offset}",
                 )
             last = entry
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def delete(self) -> None:
-        self._file.delete()
 
 
 def _timestamp_of(entry: TimestampOffset) -> int:

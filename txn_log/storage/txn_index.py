@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 from txn_log.errors import CorruptIndexError, InvalidOffsetError
-from txn_log.storage.entry_file import EntryFile
+from txn_log.storage.entry_file import SegmentIndexFile
 
 ENTRY = struct.Struct(
     ">"
@@ -60,15 +60,14 @@ class TxnIndexSearchResult:
     is_complete: bool
 
 
-class TransactionIndex:
+class TransactionIndex(SegmentIndexFile[AbortedTxn]):
     """The aborted transactions whose ABORT marker lies in one segment (B-09)."""
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = Path(path)
-        self.base_offset = base_offset
-        self._file: EntryFile[AbortedTxn] = EntryFile(self.path, ENTRY, self._decode, create=False)
+    DESCRIPTION = "aborted transaction index"
+    LAYOUT = ENTRY
+    CREATE = False  # the file appears with the segment's first aborted transaction
 
-    def _decode(self, fields: tuple[int, int, int, int, int]) -> AbortedTxn:
+    def _decode(self, fields: tuple[Any, ...]) -> AbortedTxn:
         version, producer_id, first_offset, last_offset, last_stable_offset = fields
         if version != CURRENT_VERSION:
             raise CorruptIndexError(
@@ -79,10 +78,6 @@ class TransactionIndex:
         return AbortedTxn(producer_id, first_offset, last_offset, last_stable_offset)
 
     # --- reading ---------------------------------------------------------------------------
-
-    def all_entries(self) -> list[AbortedTxn]:
-        """Every whole entry in the file now, in order (empty while the file does not exist)."""
-        return list(self._file.refresh())
 
     def collect_aborted_txns(
         self, fetch_offset: int, upper_bound_offset: int
@@ -148,29 +143,13 @@ class TransactionIndex:
         Checks: whole entries only (call under the partition lock), version 0,
         ``first_offset ≤ last_offset``, ``last_offset ≥ base_offset`` and strictly increasing.
         """
-        raw = self._file.read_raw()
-        if len(raw) % ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"aborted transaction index {self.path} has size {len(raw)}, not a multiple of "
-                f"{ENTRY_SIZE}"
-            )
         previous_last = self.base_offset - 1
-        for number, fields in enumerate(ENTRY.iter_unpack(raw)):
+        for number, fields in self._raw_entries():
             txn = self._decode(fields)
             if txn.first_offset > txn.last_offset or txn.last_offset <= previous_last:
-                raise CorruptIndexError(
-                    f"aborted transaction index {self.path} entry {number} at byte "
-                    f"{number * ENTRY_SIZE} ({txn}) has first offset > last offset, or a last "
-                    f"offset not after {previous_last} (base offset {self.base_offset})"
+                raise self._corrupt(
+                    number,
+                    f"({txn}) has first offset > last offset, or a last offset not after "
+                    f"{previous_last} (base offset {self.base_offset})",
                 )
             previous_last = txn.last_offset
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def delete(self) -> None:
-        """Remove the file with its segment (B-09); missing is fine."""
-        self._file.delete()

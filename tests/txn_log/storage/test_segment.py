@@ -359,7 +359,7 @@ def test_append_after_a_crash_that_kept_index_entries_of_a_lost_batch(tmp_path: 
     reference = open_segment(tmp_path / "ref", interval=0)
     append_all(reference, batches)
     assert indexes(survivor) == indexes(reference)
-    assert survivor.txn_index.all_entries() == []
+    assert survivor.txn_index.entries() == []
 
 
 def test_append_refuses_to_cut_corruption_that_valid_batches_follow(tmp_path: Path) -> None:
@@ -530,7 +530,7 @@ def test_recover_twice_gives_the_same_files_as_once(tmp_path: Path, template: Te
         s: file_path(directory, s).read_bytes()
         for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
     }
-    assert segment.txn_index.all_entries() == [AbortedTxn(5, 3, 10, 11)]
+    assert segment.txn_index.entries() == [AbortedTxn(5, 3, 10, 11)]
     second = open_segment(directory).recover(MAX_BATCH)
     assert second.truncated_bytes == 0
     for suffix, content in once.items():
@@ -551,7 +551,7 @@ def test_truncate_to_removes_whole_batches_and_index_entries(tmp_path: Path) -> 
     assert (segment.size, segment.next_offset) == (positions[4], 12)
     assert all(e.offset < 13 for e in segment.offset_index.entries())
     assert all(e.offset < 13 for e in segment.time_index.entries())
-    assert segment.txn_index.all_entries() == [AbortedTxn(1, 0, 5, 6)]
+    assert segment.txn_index.entries() == [AbortedTxn(1, 0, 5, 6)]
     assert segment.max_timestamp == BASE_TIMESTAMP + 3002
     assert segment.truncate_to(100) == 0
     append_all(segment, data_batches(8)[4:])  # appending again rebuilds what was there

@@ -41,7 +41,7 @@ def filled(path: Path, txns: list[AbortedTxn], base_offset: int = 0) -> Transact
 def test_file_is_created_lazily_at_the_first_append_b09(path: Path) -> None:
     index = TransactionIndex(path, 0)
     assert not path.exists()
-    assert index.all_entries() == []
+    assert index.entries() == []
     assert index.collect_aborted_txns(0, 100) == TxnIndexSearchResult([], False)
     index.sanity_check()
     index.flush()
@@ -135,14 +135,14 @@ def test_last_offset_below_the_segment_is_refused(path: Path) -> None:
         index.append(AbortedTxn(1, 50, 99, 99))
     assert not path.exists()
     index.append(AbortedTxn(1, 50, 100, 100))  # may start in an earlier segment
-    assert index.all_entries() == [AbortedTxn(1, 50, 100, 100)]
+    assert index.entries() == [AbortedTxn(1, 50, 100, 100)]
 
 
 def test_entries_appended_by_another_process_are_seen(path: Path) -> None:
     reader = TransactionIndex(path, 0)
-    assert reader.all_entries() == []  # file absent
+    assert reader.entries() == []  # file absent
     writer = filled(path, KAFKA_TXNS[:2])  # another process creates it
-    assert reader.all_entries() == KAFKA_TXNS[:2]
+    assert reader.entries() == KAFKA_TXNS[:2]
     writer.append(KAFKA_TXNS[2])
     assert reader.collect_aborted_txns(16, 20) == TxnIndexSearchResult([KAFKA_TXNS[2]], True)
     with pytest.raises(InvalidOffsetError):
@@ -154,23 +154,23 @@ def test_torn_last_entry_is_ignored(path: Path) -> None:
     with path.open("ab") as file:
         file.write(struct.pack(">hqqqq", 0, 3, 32, 50, 40)[:20])
     reader = TransactionIndex(path, 0)
-    assert reader.all_entries() == KAFKA_TXNS[:3]
+    assert reader.entries() == KAFKA_TXNS[:3]
     with pytest.raises(CorruptIndexError, match="not a multiple"):
         reader.sanity_check()
     index.append(KAFKA_TXNS[3])
-    assert reader.all_entries() == KAFKA_TXNS
+    assert reader.entries() == KAFKA_TXNS
     reader.sanity_check()
 
 
 def test_truncate_to_drops_entries_whose_marker_is_gone(path: Path) -> None:
     index = filled(path, KAFKA_TXNS)
     index.truncate_to(36)
-    assert index.all_entries() == KAFKA_TXNS[:3]
+    assert index.entries() == KAFKA_TXNS[:3]
     index.truncate_to(35)
-    assert index.all_entries() == KAFKA_TXNS[:2]
-    assert TransactionIndex(path, 0).all_entries() == KAFKA_TXNS[:2]
+    assert index.entries() == KAFKA_TXNS[:2]
+    assert TransactionIndex(path, 0).entries() == KAFKA_TXNS[:2]
     index.truncate_to(0)
-    assert index.all_entries() == []
+    assert index.entries() == []
 
 
 def test_delete_removes_the_file(path: Path) -> None:
