@@ -63,6 +63,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from tests.support import directory_bytes
 from txn_log.clock import ManualClock
 from txn_log.coordinator.transaction_coordinator import STATE_PARTITION
 from txn_log.errors import (
@@ -833,12 +834,7 @@ class EngineModel(RuleBasedStateMachine):
                 state.ongoing_transactions(),
                 state.snapshot_offsets(),
             )
-        files = {
-            str(p.relative_to(self.directory)): p.read_bytes()
-            for p in sorted(self.directory.rglob("*"))
-            if p.is_file()
-        }
-        return partitions, files
+        return partitions, directory_bytes(self.directory)
 
     def _producer_summary(self) -> dict[str, Any]:
         """Producer state per data partition as a snapshot keeps it (P-21, Kafka's layout):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import directory_bytes
 from txn_log.errors import (
     ConfigError,
     InvalidConfigError,
@@ -18,9 +19,7 @@ from txn_log.log import Log
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
-
-def tree(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+tree = directory_bytes
 
 
 @pytest.mark.parametrize(

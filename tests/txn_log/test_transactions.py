@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import directory_bytes
 from txn_log.clock import ManualClock
 from txn_log.consumer import ConsumerRecord
 from txn_log.errors import (
@@ -59,11 +60,7 @@ def committed_values(log: Log, tp: TopicPartition) -> list[bytes | None]:
 
 def files(path: Path) -> dict[str, bytes]:
     """Every byte the log holds (empty files that merely opening a partition creates aside)."""
-    return {
-        str(p.relative_to(path)): p.read_bytes()
-        for p in sorted(path.rglob("*"))
-        if p.is_file() and not p.name.endswith(".lock") and p.stat().st_size
-    }
+    return directory_bytes(path, content_only=True)
 
 
 # --- 1, 2: idempotence -----------------------------------------------------------------------

@@ -7,10 +7,11 @@ Progress goes to stderr and only when stderr is a terminal, so piped output stay
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -96,3 +97,29 @@ class Progress:
 
 def all_partitions(log: Log, topics: Iterable[str]) -> list[TopicPartition]:
     return [tp for topic in topics for tp in log.partitions(topic)]
+
+
+def add_action(
+    actions: Any,
+    name: str,
+    help: str,
+    run: Callable[[argparse.Namespace], int],
+    *positionals: str,
+    json: bool = False,
+) -> argparse.ArgumentParser:
+    """``txnlog <command> <name> path [positionals...] [--json]`` running ``run``.
+
+    A positional written ``name?`` is optional (``nargs="?"``). Returns the parser for options
+    of its own.
+    """
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=help)
+    parser.add_argument("path")
+    for positional in positionals:
+        if positional.endswith("?"):
+            parser.add_argument(positional[:-1], nargs="?")
+        else:
+            parser.add_argument(positional)
+    if json:
+        parser.add_argument("--json", action="store_true")
+    parser.set_defaults(run=run)
+    return parser

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from txn_log.cli.common import EXIT_OK, emit_json, emit_table, open_log
+from txn_log.cli.common import EXIT_OK, add_action, emit_json, emit_table, open_log
 from txn_log.errors import UnknownTopicOrPartitionError
 from txn_log.log import Log
 
@@ -17,15 +17,15 @@ from txn_log.log import Log
 def add_parser(subparsers: Any) -> None:
     groups = subparsers.add_parser("groups", help="committed offsets, lag and sink ledgers")
     actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="every group with committed offsets")
-    listing.add_argument("path")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=run_list)
-    describe = actions.add_parser("describe", help="offsets and lag per partition, ledgers")
-    describe.add_argument("path")
-    describe.add_argument("group", nargs="?")
-    describe.add_argument("--json", action="store_true")
-    describe.set_defaults(run=run_describe)
+    add_action(actions, "list", "every group with committed offsets", run_list, json=True)
+    add_action(
+        actions,
+        "describe",
+        "offsets and lag per partition, ledgers",
+        run_describe,
+        "group?",
+        json=True,
+    )
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from txn_log.cli.common import EXIT_OK, UsageError, emit_json, emit_table, open_log
+from txn_log.cli.common import EXIT_OK, UsageError, add_action, emit_json, emit_table, open_log
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -14,9 +14,7 @@ def add_parser(subparsers: Any) -> None:
     topics = subparsers.add_parser("topics", help="create, list, describe or delete topics")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    create = actions.add_parser("create", help="create a topic (modifies the log)")
-    create.add_argument("path")
-    create.add_argument("topic")
+    create = add_action(actions, "create", "create a topic (modifies the log)", run_create, "topic")
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument(
         "--config",
@@ -25,24 +23,19 @@ def add_parser(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="topic config, Kafka names (e.g. retention.ms=60000); repeatable",
     )
-    create.set_defaults(run=run_create)
-
-    listing = actions.add_parser("list", help="list topics")
-    listing.add_argument("path")
+    listing = add_action(actions, "list", "list topics", run_list, json=True)
     listing.add_argument("--internal", action="store_true", help="include internal topics")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=run_list)
-
-    describe = actions.add_parser("describe", help="partitions, offsets, LSO, sizes, configs")
-    describe.add_argument("path")
-    describe.add_argument("topic", nargs="?")
-    describe.add_argument("--json", action="store_true")
-    describe.set_defaults(run=run_describe)
-
-    delete = actions.add_parser("delete", help="delete a topic and its data (modifies the log)")
-    delete.add_argument("path")
-    delete.add_argument("topic")
-    delete.set_defaults(run=run_delete)
+    add_action(
+        actions,
+        "describe",
+        "partitions, offsets, LSO, sizes, configs",
+        run_describe,
+        "topic?",
+        json=True,
+    )
+    add_action(
+        actions, "delete", "delete a topic and its data (modifies the log)", run_delete, "topic"
+    )
 
 
 def parse_configs(pairs: list[str]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from typing import Any
 from txn_log.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    add_action,
     all_partitions,
     emit_json,
     emit_table,
@@ -42,29 +43,30 @@ COLUMNS = [
 def add_parser(subparsers: Any) -> None:
     txns = subparsers.add_parser("transactions", help="list, describe, abort, find hanging")
     actions = txns.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="every transactional id and its state")
-    listing.add_argument("path")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=run_list)
-    describe = actions.add_parser("describe", help="one transactional id")
-    describe.add_argument("path")
-    describe.add_argument("transactional_id")
-    describe.add_argument("--json", action="store_true")
-    describe.set_defaults(run=run_describe)
-    abort = actions.add_parser("abort", help="abort an open transaction (modifies the log)")
-    abort.add_argument("path")
-    abort.add_argument("transactional_id")
-    abort.set_defaults(run=run_abort)
-    hanging = actions.add_parser("find-hanging", help="open transactions older than N minutes")
-    hanging.add_argument("path")
+    add_action(actions, "list", "every transactional id and its state", run_list, json=True)
+    add_action(
+        actions, "describe", "one transactional id", run_describe, "transactional_id", json=True
+    )
+    add_action(
+        actions,
+        "abort",
+        "abort an open transaction (modifies the log)",
+        run_abort,
+        "transactional_id",
+    )
+    hanging = add_action(
+        actions,
+        "find-hanging",
+        "open transactions older than N minutes",
+        run_find_hanging,
+        json=True,
+    )
     hanging.add_argument(
         "--max-age-minutes",
         type=float,
         default=15.0,
         help="report transactions open longer than this (default 15)",
     )
-    hanging.add_argument("--json", action="store_true")
-    hanging.set_defaults(run=run_find_hanging)
 
 
 def describe(metadata: TransactionMetadata) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import directory_bytes
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -43,10 +44,7 @@ def txnlog(
     )
 
 
-def snapshot(path: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
-    }
+snapshot = directory_bytes
 
 
 @pytest.fixture
