@@ -55,9 +55,11 @@ def run_workload(
     open_for_s: float,
     abort_every: int,
     producer_id: str,
+    pause_s: float = 0.0,
 ) -> None:
     """Transactions of ``per_txn`` records: every ``abort_every``-th aborted, and the first one
-    left open for ``open_for_s`` seconds while the others go on (it pins the LSO)."""
+    left open for ``open_for_s`` seconds while the others go on (it pins the LSO); ``pause_s``
+    between transactions spreads the input over time (the soak run)."""
     rng = random.Random(seed)
     log = Log.open(log_dir)
     # short timeouts: a workload killed mid-transaction (the soak run) pins the LSO only briefly
@@ -82,6 +84,7 @@ def run_workload(
         else:
             producer.commit_transaction()
         print(json.dumps({"txn": txn}), flush=True)
+        time.sleep(pause_s)
         if held is not None and time.monotonic() - held_since > open_for_s:
             held.commit_transaction()
             held = None
@@ -255,9 +258,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("args", nargs="*")
     args = parser.parse_args(argv)
     if args.role == "workload":
-        log_dir, txns, per_txn, seed, open_s, abort_every, pid = args.args
+        log_dir, txns, per_txn, seed, open_s, abort_every, pid, *pause = args.args
         run_workload(
-            Path(log_dir), int(txns), int(per_txn), int(seed), float(open_s), int(abort_every), pid
+            Path(log_dir),
+            int(txns),
+            int(per_txn),
+            int(seed),
+            float(open_s),
+            int(abort_every),
+            pid,
+            float(pause[0]) if pause else 0.0,
         )
     elif args.role == "query":
         log_dir, checkpoint, mode, max_per_trigger = args.args

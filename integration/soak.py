@@ -35,9 +35,12 @@ POINTS = [
     "sink.after_commit",
 ]
 PER_TXN = 2000
+PAUSE_S = 1.0  # between workload transactions: ~750 transactions over ~15-20 minutes
 
 
 def start_workload(log_dir: Path, seed: int, transactions: int, generation: int):  # type: ignore[no-untyped-def]
+    """The producer workload, paced so that input keeps arriving while the driver is killed
+    and restarted (and the workload itself can be killed mid-transaction)."""
     return spawn(
         "workload",
         log_dir,
@@ -47,6 +50,7 @@ def start_workload(log_dir: Path, seed: int, transactions: int, generation: int)
         2.0,
         3,
         f"soak-writer-{generation}",
+        PAUSE_S,
     )
 
 
@@ -68,7 +72,8 @@ def one_round(log_dir: Path, checkpoint: Path, rng: random.Random) -> str:
     driver = spawn(
         "query", log_dir, checkpoint, "continuous", PER_TXN * 2, env=env, new_session=True
     )
-    deadline = time.monotonic() + (rng.uniform(8, 25) if kind in ("timer", "task") else 90)
+    # a driver needs ~15-20 s to start; random kills land before, during and after its batches
+    deadline = time.monotonic() + (rng.uniform(10, 50) if kind in ("timer", "task") else 90)
     while driver.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     if driver.poll() is None:
@@ -91,18 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="txnlog-soak-"))
     log_dir, checkpoint = work / "log", work / "checkpoint"
     create_topics(log_dir)
-    transactions = args.records * 3 // 2 // PER_TXN + 1  # a third are aborted
+    remaining = args.records * 3 // 2 // PER_TXN + 1  # a third are aborted
     generation = 0
-    workload = start_workload(log_dir, args.seed, transactions, generation)
+    workload = start_workload(log_dir, args.seed, remaining, generation)
     kills: Counter[str] = Counter()
     started = time.monotonic()
     while sum(kills.values()) < args.kills:
         kills[one_round(log_dir, checkpoint, rng)] += 1
         if workload.poll() is None and rng.random() < 0.15:
-            kill_group_or_process(workload)
+            remaining -= transactions_done(kill_process(workload))
             kills["producer"] += 1
             generation += 1
-            workload = start_workload(log_dir, args.seed, transactions // 10, generation)
+            workload = start_workload(log_dir, args.seed, remaining, generation)
         print(f"{sum(kills.values())} kills after {time.monotonic() - started:.0f} s", flush=True)
     workload.communicate(timeout=3600)
     final = spawn("query", log_dir, checkpoint, "available-now", PER_TXN * 2)
@@ -126,9 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report["exactly_once"] else 1
 
 
-def kill_group_or_process(proc) -> None:  # type: ignore[no-untyped-def]
+def kill_process(proc) -> str:  # type: ignore[no-untyped-def]
+    """SIGKILL the workload (mid-transaction, most likely); what it printed until then."""
     proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=60)
+    return str(out)
+
+
+def transactions_done(output: str) -> int:
+    """Transactions a killed workload finished (it prints one line per transaction)."""
+    return sum(1 for line in output.splitlines() if line.startswith('{"txn"'))
 
 
 if __name__ == "__main__":
