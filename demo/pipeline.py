@@ -193,7 +193,11 @@ def read_all(log: Log, topic: str, isolation: str) -> dict[TopicPartition, list[
 
 def verify(log_dir: Path) -> Report:
     """Output = transformed committed input, exactly once, per-key order kept."""
-    log = Log.open(log_dir)
+    with Log.open(log_dir) as log:
+        return _verify(log)
+
+
+def _verify(log: Log) -> Report:
     report = Report()
     committed_in = read_all(log, INPUT, "read_committed")
     all_in = read_all(log, INPUT, "read_uncommitted")
@@ -239,17 +243,17 @@ def order_violations(
 
 
 def group_offsets_match(log: Log, ledgers: Any) -> bool:
-    """The sink's group offsets equal the end offsets of the input (all consumed)."""
-    if not ledgers:
-        return False
-    entry = ledgers[-1]
+    """The sink's group offsets equal the offsets its ledger recorded with the last committed
+    batch, and those are the end offsets of the input (all of it consumed)."""
+    if len(ledgers) != 1:
+        return False  # one sink writes this log
+    (entry,) = ledgers
     partitions = log.partitions(INPUT)
     committed = log.committed(entry.group_id, partitions)
+    group = {tp: None if c is None else c.offset for tp, c in committed.items()}
+    ledger = {TopicPartition(t, p): o for t, p, o in entry.offsets}
     ends = {tp: log.consumer().end_offset(tp) for tp in partitions}
-    return all(
-        committed[tp] is not None and committed[tp].offset == ends[tp]  # type: ignore[union-attr]
-        for tp in partitions
-    )
+    return group == ledger == ends
 
 
 def main(argv: list[str] | None = None) -> None:
