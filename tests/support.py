@@ -1,0 +1,19 @@
+"""Helpers shared by the test suites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def directory_bytes(path: Path, *, content_only: bool = False) -> dict[str, bytes]:
+    """Every file below ``path`` and its bytes, by relative name: a snapshot to compare before
+    and after an operation that must change nothing.
+
+    ``content_only`` leaves out lock files and empty files (those that merely opening a log or
+    a partition creates).
+    """
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and not (content_only and (p.name.endswith(".lock") or not p.stat().st_size))
+    }
