@@ -7,7 +7,9 @@ the sink and batch-commit crash points after 1-3 hits (``point:<name>``), or a w
 Python worker mid-write (``task``, Spark retries it). Meanwhile a workload process produces
 transactions (a third aborted) and is itself SIGKILLed and restarted now and then
 (``producer``), leaving transactions open until their timeout. After the kills, the query runs
-to the end and the output is verified exactly once. Prints a summary table; exits 1 on any
+to the end and the output is verified exactly once. After every kill the output so far is
+checked too (no duplicate, nothing that was not committed upstream, per-key order kept), so a
+violation is caught at the kill that caused it. Prints a summary table; exits 1 on any
 violation.
 
     python -m integration.soak [--kills 50] [--records 1000000] [--seed N]
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -24,7 +27,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from demo.pipeline import create_topics, kill_group, spawn, verify
+from demo.pipeline import (
+    Report,
+    create_topics,
+    holds_so_far,
+    kill_group,
+    spawn,
+    verify,
+    verify_so_far,
+)
 
 POINTS = [
     "sink.task_write",
@@ -100,15 +111,28 @@ def main(argv: list[str] | None = None) -> int:
     generation = 0
     workload = start_workload(log_dir, args.seed, remaining, generation)
     kills: Counter[str] = Counter()
+    checked: dict[str, int] = {}  # scenario -> output records checked after its latest kill
     started = time.monotonic()
     while sum(kills.values()) < args.kills:
-        kills[one_round(log_dir, checkpoint, rng)] += 1
+        scenarios = [one_round(log_dir, checkpoint, rng)]
         if workload.poll() is None and rng.random() < 0.15:
             remaining -= transactions_done(kill_process(workload))
-            kills["producer"] += 1
+            scenarios.append("producer")
             generation += 1
             workload = start_workload(log_dir, args.seed, remaining, generation)
-        print(f"{sum(kills.values())} kills after {time.monotonic() - started:.0f} s", flush=True)
+        so_far = verify_so_far(log_dir)
+        if not holds_so_far(so_far):
+            kill_process(workload)
+            return violation(args.seed, scenarios, so_far, work)
+        for scenario in scenarios:
+            kills[scenario] += 1
+            checked[scenario] = so_far.records_out
+        print(
+            f"{sum(kills.values())} kills after {time.monotonic() - started:.0f} s ("
+            f"{', '.join(scenarios)}): {so_far.records_out:,} records out so far, no duplicate, "
+            "none unexpected, order kept",
+            flush=True,
+        )
     workload.communicate(timeout=3600)
     final = spawn("query", log_dir, checkpoint, "available-now", PER_TXN * 2)
     _, err = final.communicate(timeout=3600)
@@ -116,19 +140,31 @@ def main(argv: list[str] | None = None) -> int:
         print(err[-4000:], file=sys.stderr)
         return 1
     report = verify(log_dir).as_dict()
-    print(f"\n{'scenario':<36} {'kills survived':>14}")
+    print(f"\n{'scenario':<36} {'kills survived':>14} {'records checked after it':>25}")
     for scenario, count in sorted(kills.items()):
-        print(f"{scenario:<36} {count:>14}")
+        print(f"{scenario:<36} {count:>14} {checked[scenario]:>25,}")
     print(f"{'total':<36} {sum(kills.values()):>14}")
     print(
         f"\nrecords verified (committed input) {report['records_in']:,}; out "
         f"{report['records_out']:,}; duplicates {report['duplicates']}; missing "
         f"{report['missing']}; unexpected {report['unexpected']}; aborted skipped "
         f"{report['aborted_skipped']:,}; micro-batches {report['micro_batches']}; "
-        f"{time.monotonic() - started:.0f} s; work dir {work}"
+        f"{time.monotonic() - started:.0f} s"
     )
     print("exactly once: " + ("YES" if report["exactly_once"] else "NO"))
-    return 0 if report["exactly_once"] else 1
+    if not report["exactly_once"]:
+        return 1
+    shutil.rmtree(work, ignore_errors=True)  # kept for inspection only when something failed
+    return 0
+
+
+def violation(seed: int, scenarios: list[str], report: Report, work: Path) -> int:
+    print(
+        f"EXACTLY-ONCE VIOLATED after {', '.join(scenarios)} (seed {seed}, replay with "
+        f"--seed {seed}): {report.as_dict()}; work dir kept: {work}",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def kill_process(proc) -> str:  # type: ignore[no-untyped-def]
