@@ -98,11 +98,27 @@ def run_workload(
 
 def run_query(log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) -> None:
     """The streaming ETL in a Spark driver of its own, until it ends (or is killed)."""
-    spark = local_session("txnlog-etl", "local[2,3]")
+    spark = local_session(
+        "txnlog-etl", "local[2,3]", **{"spark.sql.streaming.numRecentProgressUpdates": "10000"}
+    )
     query = start_etl(spark, log_dir, checkpoint, mode, max_per_trigger)
     print(json.dumps({"query_id": str(query.id)}), flush=True)
     query.awaitTermination()
+    print(json.dumps({"progress": progress_totals(query.recentProgress)}), flush=True)
     spark.stop()
+
+
+def progress_totals(progress: list[Any]) -> dict[str, int]:
+    """Micro-batches, input rows and milliseconds spent in triggers over a query's progress
+    reports (the last ``spark.sql.streaming.numRecentProgressUpdates`` of them), and the
+    milliseconds of the first trigger alone (it starts the Python workers)."""
+    trigger_ms = [int(p["durationMs"].get("triggerExecution", 0)) for p in progress]
+    return {
+        "batches": len(progress),
+        "rows": sum(int(p["numInputRows"]) for p in progress),
+        "trigger_ms": sum(trigger_ms),
+        "first_trigger_ms": trigger_ms[0] if trigger_ms else 0,
+    }
 
 
 def start_etl(spark: Any, log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) -> Any:
