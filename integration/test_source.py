@@ -290,3 +290,28 @@ def test_bad_options_fail_at_load_before_any_job(
         reader.load(path)
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
     assert not (tmp_path / "missing").exists()
+
+
+def test_each_read_task_reports_its_metrics_to_sparks_python_worker_logs(
+    spark: Any, log: Log
+) -> None:
+    """Issue 4 item 5: Python sources have no custom-metrics hook (no ReportsSourceMetrics), so
+    every read task logs records read and aborted / control records skipped on the logger
+    ``txnlog.source.metrics``, which Spark collects with spark.sql.pyspark.worker.logging."""
+    committed(log, values(5, prefix="c"), partition=0)  # offsets 0-4, marker 5
+    aborted(log, values(3, prefix="x"), partition=0)  # offsets 6-8, marker 9
+    committed(log, values(2, prefix="d"), partition=1)  # offsets 0-1, marker 2
+    spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
+    try:
+        reader = spark.read.format("txnlog").option("subscribe", TOPIC)
+        assert reader.load(str(log.path)).count() == 7
+        logs = spark.tvf.python_worker_logs().where("logger = 'txnlog.source.metrics'")
+        rows = [r.context for r in logs.collect() if r.context.get("path") == str(log.path)]
+    finally:
+        spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
+    reported = sorted(
+        (int(c["partition"]), int(c["startOffset"]), int(c["endOffset"]), int(c["recordsRead"]),
+         int(c["abortedRecordsSkipped"]), int(c["controlRecordsSkipped"]))
+        for c in rows
+    )  # fmt: skip
+    assert reported == [(0, 0, 10, 5, 3, 2), (1, 0, 3, 2, 0, 1)]

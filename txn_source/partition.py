@@ -14,7 +14,6 @@ nothing here depends on anything but the partition and the files.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +30,7 @@ from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 from txn_source.data_loss import report_data_loss
-
-logger = logging.getLogger(__name__)
+from txn_source.read_metrics import report_read
 
 MAX_ROWS_PER_BATCH = 65_536
 
@@ -86,11 +84,7 @@ def _read(p: TxnLogInputPartition) -> Iterator[Any]:
         stats = ReadStats()
         batches = iter_deliverable_batches(plog, start, end, p.aborted_txns, stats)
         yield from rebatch_spark_kafka(batches, tp, p.include_headers, MAX_ROWS_PER_BATCH)
-        logger.info(
-            "%s [%d, %d): %d records, %d aborted records and %d markers skipped",
-            tp, start, end, stats.records, stats.aborted_records_skipped,
-            stats.control_records_skipped,
-        )  # fmt: skip
+        report_read(p.path, tp, start, end, stats)
     finally:
         plog.close()
 
