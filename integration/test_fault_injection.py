@@ -45,6 +45,7 @@ from demo.pipeline import (
 )
 from integration import stale_attempt
 from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.fault]
 
@@ -52,6 +53,7 @@ SEED = int(os.environ.get("TXNLOG_TEST_SEED", random.randrange(1 << 30)))
 # make faults: TXNLOG_FAULT_SCALE=10 (ten times the transactions, micro-batches five times larger)
 SCALE = int(os.environ.get("TXNLOG_FAULT_SCALE", "1"))
 MAX_PER_TRIGGER = 100 * max(SCALE // 2, 1)
+TP_ORDERS_0 = TopicPartition("orders", 0)
 DRIVER_TIMEOUT_S = 180 * SCALE
 RESTART_TIMEOUT_S = 180 * SCALE
 
@@ -155,23 +157,45 @@ def test_upstream_producer_killed_mid_transaction(spark: Any, tmp_path: Path) ->
     assert_exactly_once(log_dir)
 
 
-def test_torn_last_batch_between_runs(spark: Any, tmp_path: Path) -> None:
-    """A crash tore the last batch of an input segment between two runs of the query."""
+@pytest.mark.parametrize("tear", ["mid-batch", "length-prefix"])
+def test_torn_last_batch_between_runs(tear: str, spark: Any, tmp_path: Path) -> None:
+    """Between two runs of the query, a producer died while appending the last batch of an
+    input segment: the segment is cut inside that batch (``mid-batch``), or ends in the first
+    11 bytes of a batch that never got further (``length-prefix``). Its transaction never
+    committed; the next reader must truncate the torn tail, the transaction's timeout must
+    abort it, and everything committed before must come out exactly once."""
     log_dir = seeded(tmp_path)
     checkpoint = tmp_path / "checkpoint"
     restart_to_the_end(spark, log_dir, checkpoint)
-    log = Log.open(log_dir)
-    producer = log.producer("late")
-    producer.init_transactions()
-    producer.begin_transaction()
-    for i in range(20):
-        producer.send("orders", b"late-%d" % i, partition=0)
-    producer.commit_transaction()
-    segment = sorted((log_dir / "orders-0").glob("*.log"))[-1]
-    with segment.open("ab") as f:
-        f.write(b"\x00" * 11)  # a torn append: a length prefix that was never completed
+    with Log.open(log_dir) as log:
+        producer = log.producer("late")
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(20):
+            producer.send("orders", b"late-%d" % i, partition=0)
+        producer.commit_transaction()
+        segment = sorted((log_dir / "orders-0").glob("*.log"))[-1]
+        committed_size = segment.stat().st_size
+        dying = log.producer("dying", transaction_timeout_ms=100)
+        dying.init_transactions()
+        dying.begin_transaction()
+        for i in range(20):
+            dying.send("orders", b"torn-%d" % i, partition=0)
+        dying.flush()  # the batch reaches the file; the process dies before it commits
+    if tear == "mid-batch":
+        torn_size = committed_size + (segment.stat().st_size - committed_size) // 2
+        os.truncate(segment, torn_size)
+    else:
+        os.truncate(segment, committed_size)
+        with segment.open("ab") as f:
+            f.write(b"\x00" * 11)  # a base offset and 3 of the 4 bytes of a length
+    time.sleep(0.3)  # past the dead producer's transaction timeout
     restart_to_the_end(spark, log_dir, checkpoint)
     assert_exactly_once(log_dir)
+    with Log.open(log_dir) as log:
+        values = [r.value for r in log.consumer("read_uncommitted").read(TP_ORDERS_0, 0)]
+    assert not any(v.startswith(b"torn-") for v in values)  # the torn batch is gone
+    assert sum(v.startswith(b"late-") for v in values) == 20
 
 
 def test_a_stale_task_attempt_woken_after_fencing_fails_and_leaves_nothing(tmp_path: Path) -> None:

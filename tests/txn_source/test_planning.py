@@ -4,7 +4,9 @@ plan and ``read_partition`` over a real log."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -234,3 +236,31 @@ def test_a_topic_deleted_after_planning_is_data_loss_at_read_time(log: Log) -> N
     assert values(lenient) == []
     with pytest.raises(OffsetOutOfRangeError, match="t-0 is gone"):
         plan.plan(start, start)  # the next plan reports it too
+
+
+def test_a_dead_transaction_whose_batch_was_torn_off_ends_before_the_plan(tmp_path: Path) -> None:
+    """A producer died mid-append: recovery cut its only batch off, so no partition shows its
+    transaction open, but the coordinator does (C-25, C-26: it times out and is aborted).
+    Reading the ends aborts it first, so its ABORT marker is inside the planned end instead of
+    landing after it (an AvailableNow run would otherwise end one marker short)."""
+    log = Log.open(tmp_path / "log")
+    log.create_topic("t", partitions=1)
+    commit(log, "w", [b"kept"])  # offsets 0, marker 1
+    segment = next((tmp_path / "log" / "t-0").glob("*.log"))
+    committed_size = segment.stat().st_size
+    dying = log.producer("dying", transaction_timeout_ms=50)
+    dying.init_transactions()
+    dying.begin_transaction()
+    dying.send("t", b"torn", partition=0)
+    dying.flush()
+    log.close()
+    os.truncate(segment, committed_size + 20)  # the process died inside that batch's write
+    time.sleep(0.1)  # past its transaction timeout
+    stream = planner(tmp_path / "log")
+    end = stream.fetch_latest()
+    with Log.open(tmp_path / "log") as after:
+        assert after.coordinator.open_transactions("") == []
+        log_end = after.partition_log(T0).log_end_offset
+    assert end == PartitionOffsets.of({T0: log_end}) and log_end == 3  # the ABORT marker is 2
+    assert values(stream.plan(PartitionOffsets.of({T0: 0}), end)) == [b"kept"]
+    stream.close()
