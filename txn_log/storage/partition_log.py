@@ -36,6 +36,7 @@ from txn_log.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import (
     BatchHeader,
@@ -374,6 +375,7 @@ class PartitionLog:
                 self._producer_state, header, self._end_offset, origin
             )
             self._check_expected_offset(expected_offset)
+            self._drop_stale_aborted_txns()
             result = self._write(bytearray(batch), header)
             if append_info is not None:
                 self._producer_state.update(append_info)
@@ -472,6 +474,7 @@ class PartitionLog:
         self._check_writable("append_marker")
         with self._mutex, self._lock:
             self._catch_up()
+            self._drop_stale_aborted_txns()
             now = self._clock.time_ms()
             marker_offset = self._end_offset
             append_info, completed = replay.validate_marker(
@@ -502,6 +505,7 @@ class PartitionLog:
                     AbortedTxn(producer_id, completed.first_offset, marker_offset, lso)
                 )
                 txn_index.flush()  # durable before the marker: never a marker without its entry
+                crash_point("marker.after_txn_index")  # an entry whose marker never lands
             self._append_to_active(batch, header)
             self._producer_state.update(append_info)
             if completed is not None:
@@ -510,6 +514,27 @@ class PartitionLog:
             if sync:
                 self._segments[-1].flush()
             return MarkerResult(marker_offset, completed)
+
+    def _drop_stale_aborted_txns(self) -> None:
+        """Drop ``.txnindex`` entries whose ABORT marker never landed; the caller holds the
+        lock and is about to append at the log end.
+
+        ``append_marker`` makes the entry (B-10) durable before the marker, so a writer that
+        died or failed in between leaves an entry claiming the log end. Opening the partition
+        drops it (``_recover``), but peers that already have the partition open must too,
+        before anything takes that offset: else the marker's retry is refused there, and the
+        entry's last stable offset would end index searches (B-12) before later entries.
+        Only the active segment can hold one (a marker's entry goes where the marker goes).
+        """
+        txn_index = self._segments[-1].txn_index
+        last = txn_index.last_entry()
+        if last is not None and last.last_offset >= self._end_offset:
+            txn_index.truncate_to(self._end_offset)
+            logger.warning(
+                "%s: dropped aborted-transaction index entries from offset %d on (producer id "
+                "%d): their ABORT marker was never written",
+                self.topic_partition, self._end_offset, last.producer_id,
+            )  # fmt: skip
 
     def flush(self) -> None:
         """fdatasync the active segment and its indexes (durability against power loss)."""

@@ -46,8 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
+from commit_protocol.embedded import EmbeddedBackend
 from tests.txn_log.processes.txn_workers import value_for
 from txn_log.coordinator.state_log_format import (
     BatchCommitEntry,
@@ -579,3 +581,45 @@ def test_unknown_partition_is_refused_before_it_joins_the_transaction(tmp_path: 
         TransactionState.COMPLETE_COMMIT,
     ]
     log.close()
+
+
+@pytest.mark.parametrize("between", ["nothing", "another_writer"])
+def test_an_abort_entry_whose_marker_never_landed_stalls_and_hides_nothing(
+    tmp_path: Path, between: str
+) -> None:
+    """A process is SIGKILLed after it made an ABORT's ``.txnindex`` entry durable but before
+    the marker (entry first, so a reader that sees the marker sees the entry; B-10). This
+    process had the partition open all along (no recovery on open will clean up for it):
+
+    * ``nothing``: the roll-forward's retry of the marker lands at the same offset, which the
+      stale entry already claims; it must succeed, not fail every coordinator call;
+    * ``another_writer``: a task transaction registered earlier appends at that offset first,
+      then aborts; its records must stay hidden from read_committed reads whose upper bound is
+      right after them (the stale entry's LSO must not end the index search early, B-12).
+    """
+    rng_for(f"stale-abort-entry-{between}")
+    live = Log.open(tmp_path)
+    live.create_topic(TOPIC, partitions=1)
+    tp = TopicPartition(TOPIC, 0)
+    task = EmbeddedBackend(live).begin_transaction("task-0", 60_000, "none")
+    task.register([tp])  # a Spark write task registers its partitions ahead of its writes
+    end_before = live.partition_log(tp).log_end_offset  # this process has the partition open
+    dead = run_worker(
+        "txn", tmp_path, "dying", "abort", TOPIC, "0:5", GROUP, "{}",
+        crash_point="marker.after_txn_index",
+    )  # fmt: skip
+    assert_killed(dead, "marker.after_txn_index")
+    marker_offset = end_before + 5  # where the ABORT marker should have gone
+    plog = live.partition_log(tp)
+    assert plog.log_end_offset == marker_offset  # the data is there, the marker is not
+    if between == "another_writer":
+        task.write(tp, pa.record_batch([pa.array([b"task-%d" % i for i in range(3)])], ["value"]))
+    live.coordinator.transactions()  # any coordinator call rolls the abort forward
+    if between == "another_writer":
+        task.abort()
+    committed = live.consumer("read_committed")
+    assert committed.end_offset(tp) == plog.log_end_offset  # nothing left open
+    for upper in range(end_before + 1, plog.log_end_offset + 1):
+        assert list(committed.read(tp, 0, upper)) == [], f"records visible below {upper}"
+    everything = [r.value for r in live.consumer("read_uncommitted").read(tp, 0)]
+    assert len(everything) == 5 + (3 if between == "another_writer" else 0)  # filtered, kept

@@ -88,7 +88,9 @@ def txn(
     producer.init_transactions()
     producer.begin_transaction()
     _send_all(producer, transactional_id, topic, parse_parts(parts))
-    producer.send_offsets_to_transaction(parse_offsets(offsets_json), group)
+    offsets = parse_offsets(offsets_json)
+    if offsets:  # "{}": a transaction of data only
+        producer.send_offsets_to_transaction(offsets, group)
     producer.flush()
     report(
         step="flushed",
