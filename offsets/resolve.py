@@ -6,7 +6,8 @@ The log is reached through ``OffsetLookup``, so the rules here are tested withou
   read_committed, the log end under read_uncommitted);
 - JSON offsets and per-partition timestamps must name exactly the partitions being read
   (Spark's rule: "you must specify all TopicPartitions"), and an offset may not lie past the
-  log end;
+  log end, nor an ending one past the readable end (the LSO under read_committed: a read must
+  never reach into a transaction still open, B-05);
 - a starting timestamp after every record is an error, or the readable end with
   ``NoMatchStrategy.LATEST``; an ending timestamp after every record is the readable end.
 
@@ -71,7 +72,10 @@ def resolve(
     if isinstance(spec, SpecificOffsets):
         _check_same_partitions(option, spec.offsets.partitions, partitions)
         return PartitionOffsets.of(
-            {tp: _specific(option, tp, offset, lookup) for tp, offset in spec.offsets.entries}
+            {
+                tp: _specific(option, tp, offset, lookup, starting=starting)
+                for tp, offset in spec.offsets.entries
+            }
         )
     if isinstance(spec, GlobalTimestamp):
         timestamps = {tp: spec.timestamp_ms for tp in partitions}
@@ -86,7 +90,9 @@ def resolve(
     )
 
 
-def _specific(option: str, tp: TopicPartition, offset: int, lookup: OffsetLookup) -> int:
+def _specific(
+    option: str, tp: TopicPartition, offset: int, lookup: OffsetLookup, *, starting: bool
+) -> int:
     if offset == EARLIEST:
         return lookup.earliest(tp)
     if offset == LATEST:
@@ -96,6 +102,15 @@ def _specific(option: str, tp: TopicPartition, offset: int, lookup: OffsetLookup
         raise ConfigError(
             f"option {option!r}: offset {offset} for {tp} is past the log end offset {log_end}; "
             f"valid offsets are -2 (earliest), -1 (latest) or up to {log_end}"
+        )
+    readable = lookup.latest(tp)
+    if not starting and offset > readable:  # only read_committed's end lies below the log end
+        raise ConfigError(
+            f"option {option!r}: offset {offset} for {tp} is past its last stable offset "
+            f"{readable}: the records from there on belong to a transaction still open, and "
+            f"read_committed never reads them (B-05); valid ending offsets are -1 (latest, the "
+            f"last stable offset) or up to {readable}, or read with "
+            "isolation.level=read_uncommitted"
         )
     return offset
 

@@ -110,7 +110,18 @@ def test_resolve_words_and_specials() -> None:
     spec = parse_offsets_option("opt", '{"a": {"0": -1, "1": -2}}')
     assert _resolve(spec) == {A0: 40, A1: 0}
     spec = parse_offsets_option("opt", '{"a": {"0": 45, "1": 2}}')
-    assert _resolve(spec) == {A0: 45, A1: 2}  # past the LSO but within the log: allowed
+    assert _resolve(spec) == {A0: 45, A1: 2}  # a start past the LSO, within the log: allowed
+
+
+def test_an_ending_offset_past_the_last_stable_offset_is_refused() -> None:
+    """B-05, B-07: read_committed never reads at or past the LSO; an explicit end there would
+    deliver records of a transaction still open (the readable end is the LSO itself)."""
+    assert _resolve(parse_offsets_option("opt", '{"a": {"0": 40, "1": 5}}'), starting=False) == {
+        A0: 40,
+        A1: 5,
+    }
+    with pytest.raises(ConfigError, match=r"45 for a-0 is past its last stable offset 40.*-1"):
+        _resolve(parse_offsets_option("opt", '{"a": {"0": 45, "1": 5}}'), starting=False)
 
 
 def test_resolve_specific_must_cover_exactly_the_partitions_read() -> None:

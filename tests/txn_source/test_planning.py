@@ -14,7 +14,7 @@ import pytest
 from offsets.admission import AdmissionLimit
 from offsets.partition_offsets import PartitionOffsets
 from txn_log.clock import ManualClock
-from txn_log.errors import OffsetOutOfRangeError
+from txn_log.errors import ConfigError, OffsetOutOfRangeError
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 from txn_source.options import parse_source_options
@@ -264,3 +264,22 @@ def test_a_dead_transaction_whose_batch_was_torn_off_ends_before_the_plan(tmp_pa
     assert end == PartitionOffsets.of({T0: log_end}) and log_end == 3  # the ABORT marker is 2
     assert values(stream.plan(PartitionOffsets.of({T0: 0}), end)) == [b"kept"]
     stream.close()
+
+
+def test_a_batch_read_never_ends_inside_an_open_transaction(log: Log) -> None:
+    """B-05: explicit endingOffsets past the LSO are refused at planning (before any task) under
+    read_committed, instead of delivering an open transaction's records; read_uncommitted may."""
+    commit(log, "a", [b"c1"])  # offset 0, marker 1
+    pending = log.producer("open")
+    pending.init_transactions()
+    pending.begin_transaction()
+    pending.send("t", b"uncommitted", partition=0)  # offset 2: the LSO
+    pending.flush()
+    ending = {"subscribe": "t", "endingOffsets": '{"t": {"0": 3, "1": -1}}'}
+    reader = TxnLogBatchReader({"path": str(log.path), **ending}, kafka_schema(False))
+    with pytest.raises(ConfigError, match="'endingOffsets': offset 3 for t-0 is past its last"):
+        reader.partitions()
+    dirty = {**ending, "isolation.level": "read_uncommitted"}
+    reader = TxnLogBatchReader({"path": str(log.path), **dirty}, kafka_schema(False))
+    assert values(reader.partitions()) == [b"c1", b"uncommitted"]
+    pending.abort_transaction()
