@@ -199,12 +199,15 @@ class Log:
         """Delete a topic and all its data; returns the number of partitions removed.
 
         The metadata file goes first, so no process finds the topic while its partitions are
-        being removed. Internal topics cannot be deleted.
+        being removed. Internal topics cannot be deleted, nor a topic an open transaction has
+        written to (ConcurrentTransactionsError): the coordinator is held meanwhile, so none
+        can start writing to it either.
         """
         self._check_writable(f"delete_topic({name!r})")
         if name in INTERNAL_TOPICS:
             raise InvalidTopicError(f"topic {name!r} is internal to txnlog and cannot be deleted")
-        with self._mutex, self._lock:
+        self._read_topic(name, refresh=True)  # unknown topic: that error, before the guard's
+        with self.coordinator.topic_deletion_guard(name), self._mutex, self._lock:
             count = int(self._read_topic(name, refresh=True)["partitions"])
             self._meta_path(name).unlink()
             self._topics.pop(name, None)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.support import directory_bytes
 from txn_log.errors import (
+    ConcurrentTransactionsError,
     ConfigError,
     InvalidConfigError,
     InvalidPartitionsError,
@@ -120,3 +122,53 @@ def test_a_path_that_is_not_a_log_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is a file"):
         Log.open(tmp_path / "notes.txt")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_topic_an_open_transaction_writes_to_cannot_be_deleted(tmp_path: Path) -> None:
+    """Deleting a topic under an open transaction would leave markers nowhere to go (C-19):
+    refused, naming the transaction and how to end it; nothing changes; once the transaction
+    ended, the topic can go and transactions elsewhere carry on."""
+    log = Log.open(tmp_path)
+    log.create_topic("t", partitions=2)
+    log.create_topic("other", partitions=1)
+    producer = log.producer("writer")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"x", partition=1)
+    producer.flush()
+    before = tree(tmp_path)
+    with pytest.raises(ConcurrentTransactionsError, match=r"'writer'.*transactions abort"):
+        log.delete_topic("t")
+    assert tree(tmp_path) == before
+    producer.abort_transaction()
+    assert log.delete_topic("t") == 2
+    other = Log.open(tmp_path).producer("unrelated")
+    other.init_transactions()
+    assert "t" not in Log.open(tmp_path).topics()
+
+
+def test_markers_for_a_topic_gone_behind_the_coordinators_back_are_skipped(
+    tmp_path: Path,
+) -> None:
+    """A topic removed by hand (or by an older txnlog) while a transaction had written to it:
+    completing that transaction skips the vanished partition, as Kafka drops markers for
+    deleted partitions, instead of failing every coordinator call of every process for good."""
+    log = Log.open(tmp_path)
+    log.create_topic("t", partitions=1)
+    log.create_topic("other", partitions=1)
+    producer = log.producer("writer")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"x")
+    producer.send("other", b"y")
+    producer.flush()
+    log.close()
+    (tmp_path / "topics" / "t.json").unlink()
+    shutil.rmtree(tmp_path / "t-0")
+    fresh = Log.open(tmp_path)
+    assert fresh.coordinator.abort_transaction("writer")
+    unrelated = fresh.producer("unrelated")
+    unrelated.init_transactions()
+    consumer = fresh.consumer()
+    other = TopicPartition("other", 0)
+    assert consumer.end_offset(other) == 2 and list(consumer.read(other, 0)) == []

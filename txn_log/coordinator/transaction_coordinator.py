@@ -22,6 +22,7 @@ coordinator operation and whenever a read_committed reader plans past an open tr
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,9 +47,11 @@ from txn_log.coordinator.transaction_metadata import (
 )
 from txn_log.coordinator.transaction_state import TransactionState
 from txn_log.errors import (
+    ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
     InvalidTxnStateError,
     ProducerFencedError,
+    UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
@@ -60,6 +63,8 @@ from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from txn_log.log import Log
+
+logger = logging.getLogger(__name__)
 
 STATE_PARTITION = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
 COORDINATOR_EPOCH = 0
@@ -150,7 +155,16 @@ class TransactionCoordinator:
         for index, (topic, partition) in enumerate(sorted(metadata.topic_partitions)):
             if index:
                 crash_point("txn.between_markers")
-            plog = self._log.partition_log(TopicPartition(topic, partition))
+            try:
+                plog = self._log.partition_log(TopicPartition(topic, partition))
+            except UnknownTopicOrPartitionError:
+                # deleted behind our back (``Log.delete_topic`` refuses while we are open): as
+                # Kafka drops markers for deleted partitions, else no completion could finish
+                logger.warning(
+                    "no %s marker for %s-%d of transactional id %r: the partition is gone",
+                    control.name, topic, partition, metadata.transactional_id,
+                )  # fmt: skip
+                continue
             plog.append_marker(
                 control,
                 producer_id=metadata.producer_id,
@@ -422,6 +436,26 @@ class TransactionCoordinator:
             return state.ledger_entry(sink_id)
 
     # --- listing and aborting ------------------------------------------------------------------
+
+    @contextmanager
+    def topic_deletion_guard(self, topic: str) -> Iterator[None]:
+        """Hold the coordinator while ``topic`` is deleted, so that no transaction can join it
+        meanwhile; ConcurrentTransactionsError (retriable) if an open transaction has written
+        to it: its markers would have nowhere to go."""
+        with self._locked() as state:
+            busy = [
+                md.transactional_id
+                for tid in state.open_transactions("")
+                if (md := state.metadata(tid)) is not None
+                and any(t == topic for t, _ in md.topic_partitions)
+            ]
+            if busy:
+                raise ConcurrentTransactionsError(
+                    f"topic {topic!r} has open transactions writing to it: "
+                    f"{', '.join(map(repr, busy))}; let them finish, or end them with `txnlog "
+                    f"transactions abort {self._log.path} <transactional id>`, then delete it"
+                )
+            yield
 
     def open_transactions(self, prefix: str = "") -> list[TransactionMetadata]:
         """Open (ONGOING or PREPARE_*) transactions whose id starts with ``prefix``."""
