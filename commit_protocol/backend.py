@@ -59,7 +59,8 @@ class TaskTransaction(Protocol):
         attempt took over the transactional id, or the transaction timed out."""
 
     def flush(self) -> None:
-        """Make everything written so far durable (it stays invisible until committed)."""
+        """Make everything written so far durable (it stays invisible until committed), and
+        raise a ``FencedError`` if a newer attempt or a timeout fenced this one meanwhile."""
 
     def written(self) -> tuple[PartitionWrite, ...]:
         """What was written so far, by partition (sorted)."""

@@ -127,15 +127,21 @@ class EmbeddedTaskTransaction:
         self._counts[tp] = (rows + count, batches + 1)
 
     def flush(self) -> None:
-        """fdatasync every partition written, in parallel (fsync releases the GIL)."""
+        """fdatasync every partition written, in parallel (fsync releases the GIL); then
+        confirm this attempt still owns its transactional id (ProducerFencedError otherwise:
+        a newer attempt or a timeout fenced it, and its message could never commit)."""
         logs = [self._log.partition_log(tp) for tp in self._counts]
         if len(logs) <= 1:
             for plog in logs:
                 plog.flush()
-            return
-        with ThreadPoolExecutor(max_workers=min(len(logs), _FLUSH_THREADS)) as pool:
-            for future in [pool.submit(plog.flush) for plog in logs]:
-                future.result()
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(logs), _FLUSH_THREADS)) as pool:
+                for future in [pool.submit(plog.flush) for plog in logs]:
+                    future.result()
+        ref = self._ref
+        self._log.coordinator.check_producer(
+            ref.transactional_id, ref.producer_id, ref.producer_epoch
+        )
 
     def written(self) -> tuple[PartitionWrite, ...]:
         return tuple(

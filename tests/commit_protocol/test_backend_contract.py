@@ -143,6 +143,23 @@ def test_a_stale_attempt_is_fenced_and_cannot_commit(harness: Harness) -> None:
     assert sorted(harness.read_values(TOPIC)) == [b"fresh", b"other"]
 
 
+def test_an_attempt_fenced_before_it_finished_fails_instead_of_reporting_success(
+    harness: Harness,
+) -> None:
+    """A speculative copy that starts after the original wrote everything fences it (C-14).
+    The original must then fail its task (Spark takes the copy's result), not return a
+    message whose commit could only fail the whole micro-batch."""
+    protocol = SinkCommitProtocol(harness.backend, SINK)
+    original = protocol.begin_task(0, 0)
+    assert original is not None
+    original.write(TopicPartition(TOPIC, 0), rows("a"))
+    copy = run_task(protocol, 0, 0, {0: ["a"]}, attempt=1)  # fences ``original``
+    with pytest.raises(FencedError):
+        protocol.prepare_task(original, 0, 0, 0)
+    assert protocol.commit(0, [copy])
+    assert harness.read_values(TOPIC) == [b"a"]
+
+
 def test_abort_leaves_nothing_visible_and_nothing_open(harness: Harness) -> None:
     protocol = SinkCommitProtocol(harness.backend, SINK)
     done = run_task(protocol, 0, 0, {0: ["a"], 1: ["b"]})
