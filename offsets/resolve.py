@@ -103,8 +103,10 @@ def _specific(
             f"option {option!r}: offset {offset} for {tp} is past the log end offset {log_end}; "
             f"valid offsets are -2 (earliest), -1 (latest) or up to {log_end}"
         )
+    if starting:
+        return offset
     readable = lookup.latest(tp)
-    if not starting and offset > readable:  # only read_committed's end lies below the log end
+    if offset > readable:  # only read_committed's readable end lies below the log end
         raise ConfigError(
             f"option {option!r}: offset {offset} for {tp} is past its last stable offset "
             f"{readable}: the records from there on belong to a transaction still open, and "
