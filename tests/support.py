@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from txn_log.log import Log
 
 
 def directory_bytes(path: Path, *, content_only: bool = False) -> dict[str, bytes]:
@@ -17,3 +21,15 @@ def directory_bytes(path: Path, *, content_only: bool = False) -> dict[str, byte
         for p in sorted(path.rglob("*"))
         if p.is_file() and not (content_only and (p.name.endswith(".lock") or not p.stat().st_size))
     }
+
+
+def open_transaction(log: Log, transactional_id: str, sends: list[tuple[str, int, bytes]]) -> Any:
+    """A producer of ``log`` whose transaction holds ``(topic, partition, value)`` records,
+    flushed to the log and left open (neither committed nor aborted)."""
+    producer = log.producer(transactional_id)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for topic, partition, value in sends:
+        producer.send(topic, value, partition=partition)
+    producer.flush()
+    return producer

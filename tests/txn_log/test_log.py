@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import directory_bytes
+from tests.support import directory_bytes, open_transaction
 from txn_log.errors import (
     ConcurrentTransactionsError,
     ConfigError,
@@ -131,11 +131,7 @@ def test_a_topic_an_open_transaction_writes_to_cannot_be_deleted(tmp_path: Path)
     log = Log.open(tmp_path)
     log.create_topic("t", partitions=2)
     log.create_topic("other", partitions=1)
-    producer = log.producer("writer")
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"x", partition=1)
-    producer.flush()
+    producer = open_transaction(log, "writer", [("t", 1, b"x")])
     before = tree(tmp_path)
     with pytest.raises(ConcurrentTransactionsError, match=r"'writer'.*transactions abort"):
         log.delete_topic("t")
@@ -156,12 +152,7 @@ def test_markers_for_a_topic_gone_behind_the_coordinators_back_are_skipped(
     log = Log.open(tmp_path)
     log.create_topic("t", partitions=1)
     log.create_topic("other", partitions=1)
-    producer = log.producer("writer")
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"x")
-    producer.send("other", b"y")
-    producer.flush()
+    open_transaction(log, "writer", [("t", 0, b"x"), ("other", 0, b"y")])
     log.close()
     (tmp_path / "topics" / "t.json").unlink()
     shutil.rmtree(tmp_path / "t-0")
