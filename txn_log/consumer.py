@@ -68,14 +68,18 @@ class Consumer:
 
     def end_offset(self, topic_partition: TopicPartition) -> int:
         """Exclusive end a read can reach: the LSO under read_committed (B-07), else the log
-        end."""
+        end.
+
+        Under read_committed, transactions past their timeout are aborted first (rate-limited,
+        C-25, C-26: planning a read is one of the places expiry happens, DESIGN §4). Whether or
+        not this partition shows one open: a transaction whose only batch here was lost to a
+        torn tail is open at the coordinator alone, and its ABORT marker must land before the
+        end is read, not after a reader planned up to it.
+        """
         plog = self._log.partition_log(topic_partition)
         if self.isolation_level is IsolationLevel.READ_COMMITTED:
-            lso = plog.last_stable_offset
-            if lso < plog.log_end_offset:  # an open transaction: is it past its timeout?
-                self._log.coordinator.maybe_abort_timed_out()
-                lso = plog.last_stable_offset
-            return lso
+            self._log.coordinator.maybe_abort_timed_out()
+            return plog.last_stable_offset
         return plog.log_end_offset
 
     def start_offset(self, topic_partition: TopicPartition) -> int:

@@ -78,12 +78,6 @@ class LogView:
         return self._consumer.offset_for_timestamp(topic_partition, timestamp_ms)
 
     def latest_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        """The readable end of each partition. Under read_committed, transactions past their
-        timeout are aborted first (rate-limited), including one that no partition shows open
-        because its only batch was lost to a torn tail: its ABORT marker then lands before
-        the ends are read, not after a batch (or an AvailableNow target) was planned."""
-        if self.isolation_level is IsolationLevel.READ_COMMITTED:
-            self._log.coordinator.maybe_abort_timed_out()
         return {tp: self.latest(tp) for tp in partitions}
 
     # --- transactions ----------------------------------------------------------------------------
