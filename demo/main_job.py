@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from demo.pipeline import create_topics, kill_group, spawn, verify
+from demo.pipeline import create_topics, kill_group, progress_totals, spawn, verify
 from txn_log.log import Log
 
 
@@ -72,7 +72,7 @@ def progress_of(driver_output: str) -> dict[str, int]:
         if line.startswith('{"progress"'):
             totals: dict[str, int] = json.loads(line)["progress"]
             return totals
-    return {"batches": 0, "rows": 0, "trigger_ms": 0, "first_trigger_ms": 0}
+    return progress_totals([])
 
 
 def print_report(

@@ -44,6 +44,7 @@ from demo.pipeline import (
     verify,
 )
 from integration import stale_attempt
+from tests.support import open_transaction
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -176,12 +177,9 @@ def test_torn_last_batch_between_runs(tear: str, spark: Any, tmp_path: Path) -> 
         producer.commit_transaction()
         segment = sorted((log_dir / "orders-0").glob("*.log"))[-1]
         committed_size = segment.stat().st_size
-        dying = log.producer("dying", transaction_timeout_ms=100)
-        dying.init_transactions()
-        dying.begin_transaction()
-        for i in range(20):
-            dying.send("orders", b"torn-%d" % i, partition=0)
-        dying.flush()  # the batch reaches the file; the process dies before it commits
+        torn = [("orders", 0, b"torn-%d" % i) for i in range(20)]
+        # the batch reaches the file; the process dies before it commits
+        open_transaction(log, "dying", torn, transaction_timeout_ms=100)
     if tear == "mid-batch":
         torn_size = committed_size + (segment.stat().st_size - committed_size) // 2
         os.truncate(segment, torn_size)

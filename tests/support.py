@@ -23,10 +23,16 @@ def directory_bytes(path: Path, *, content_only: bool = False) -> dict[str, byte
     }
 
 
-def open_transaction(log: Log, transactional_id: str, sends: list[tuple[str, int, bytes]]) -> Any:
+def open_transaction(
+    log: Log,
+    transactional_id: str,
+    sends: list[tuple[str, int, bytes]],
+    *,
+    transaction_timeout_ms: int = 60_000,
+) -> Any:
     """A producer of ``log`` whose transaction holds ``(topic, partition, value)`` records,
     flushed to the log and left open (neither committed nor aborted)."""
-    producer = log.producer(transactional_id)
+    producer = log.producer(transactional_id, transaction_timeout_ms)
     producer.init_transactions()
     producer.begin_transaction()
     for topic, partition, value in sends:

@@ -13,6 +13,7 @@ import pytest
 
 from offsets.admission import AdmissionLimit
 from offsets.partition_offsets import PartitionOffsets
+from tests.support import open_transaction
 from txn_log.clock import ManualClock
 from txn_log.errors import ConfigError, OffsetOutOfRangeError
 from txn_log.log import Log
@@ -248,11 +249,7 @@ def test_a_dead_transaction_whose_batch_was_torn_off_ends_before_the_plan(tmp_pa
     commit(log, "w", [b"kept"])  # offsets 0, marker 1
     segment = next((tmp_path / "log" / "t-0").glob("*.log"))
     committed_size = segment.stat().st_size
-    dying = log.producer("dying", transaction_timeout_ms=50)
-    dying.init_transactions()
-    dying.begin_transaction()
-    dying.send("t", b"torn", partition=0)
-    dying.flush()
+    open_transaction(log, "dying", [("t", 0, b"torn")], transaction_timeout_ms=50)
     log.close()
     os.truncate(segment, committed_size + 20)  # the process died inside that batch's write
     time.sleep(0.1)  # past its transaction timeout
@@ -270,11 +267,7 @@ def test_a_batch_read_never_ends_inside_an_open_transaction(log: Log) -> None:
     """B-05: explicit endingOffsets past the LSO are refused at planning (before any task) under
     read_committed, instead of delivering an open transaction's records; read_uncommitted may."""
     commit(log, "a", [b"c1"])  # offset 0, marker 1
-    pending = log.producer("open")
-    pending.init_transactions()
-    pending.begin_transaction()
-    pending.send("t", b"uncommitted", partition=0)  # offset 2: the LSO
-    pending.flush()
+    pending = open_transaction(log, "open", [("t", 0, b"uncommitted")])  # offset 2: the LSO
     ending = {"subscribe": "t", "endingOffsets": '{"t": {"0": 3, "1": -1}}'}
     reader = TxnLogBatchReader({"path": str(log.path), **ending}, kafka_schema(False))
     with pytest.raises(ConfigError, match="'endingOffsets': offset 3 for t-0 is past its last"):
