@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from txn_log.errors import ConfigError, CorruptRecordError
 from txn_log.read_committed import IsolationLevel
+from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC
 from txn_log.topic_partition import TopicPartition
 
@@ -168,7 +169,9 @@ class GroupOffsetStore:
         normalized = normalize_offsets(offsets)
         if normalized:
             plog = self._log.partition_log(OFFSETS_PARTITION)
-            plog.append(self.encode_batch(group_id, normalized), sync=True)
+            plog.append(
+                self.encode_batch(group_id, normalized), sync=True, origin=AppendOrigin.COORDINATOR
+            )
 
     def committed(
         self, group_id: str, partitions: Iterable[TopicPartition]

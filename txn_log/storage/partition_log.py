@@ -52,7 +52,7 @@ from txn_log.storage.producer_append_info import AppendOrigin, CompletedTxn
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.segment import LogSegment
 from txn_log.storage.txn_index import AbortedTxn
-from txn_log.topic_config import TopicConfig
+from txn_log.topic_config import TopicConfig, check_client_append
 from txn_log.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -357,8 +357,12 @@ class PartitionLog:
         refuses the whole batch (K-04). Checked after the sequence checks, so a retry of a
         written batch is answered as a duplicate, not as a mismatch (K-09). ``origin``
         COORDINATOR (transactional offset commits) checks the epoch but not sequences (O-03).
+        Internal topics take COORDINATOR appends only: a CLIENT one raises InvalidTopicError
+        (C-03) before anything is written.
         """
         self._check_writable("append")
+        if origin is AppendOrigin.CLIENT:
+            check_client_append(self.topic_partition.topic)
         header = self._validate_client_batch(batch)
         with self._mutex, self._lock:
             self._catch_up()
