@@ -34,6 +34,7 @@ from pathlib import Path
 from txn_log.coordinator import state_log_format
 from txn_log.errors import CorruptRecordError, TxnLogError
 from txn_log.group_offsets import decode_record as decode_offset_commit
+from txn_log.record.batch_header import BatchHeader
 from txn_log.record.codec import Record, iter_records
 from txn_log.storage import offset_index, time_index, txn_index
 from txn_log.storage.batch_scan import BatchScan, ensure_torn_tail
@@ -86,12 +87,25 @@ _RECORD_CHECKS: dict[str, tuple[RecordCheck, str]] = {
 DECODE_ERRORS = (TxnLogError, ValueError, struct.error)
 
 
-def check_records(topic: str, path: Path, position: int, batch: memoryview) -> list[Problem]:
-    """Problems of the records of one data batch of an internal topic (none elsewhere)."""
+def check_records(
+    topic: str, path: Path, position: int, header: BatchHeader, batch: memoryview
+) -> list[Problem]:
+    """Problems of the records of one batch of an internal topic (none elsewhere).
+
+    The coordinator decodes every batch of its state log, so a control batch (a COMMIT or
+    ABORT marker) there is a problem too; ``__consumer_offsets`` is read with read_committed,
+    which skips markers (they belong there: transactional offset commits, O-04).
+    """
     found = _RECORD_CHECKS.get(topic)
-    if found is None:
+    if found is None or (header.is_control and topic != TRANSACTION_STATE_TOPIC):
         return []
     check, consequence = found
+    if header.is_control:
+        message = (
+            f"a transaction marker (control batch) at offset {header.base_offset} of {topic}, "
+            f"which holds no transactions; {consequence} (verify never deletes records)"
+        )
+        return [Problem(str(path), position, message, False)]
     problems = []
     try:
         for record in iter_records(batch):
@@ -189,8 +203,7 @@ def _scan_log(fd: int, path: Path, base: int, size: int, topic: str, *, last: bo
         for position, header, batch in scan:
             result.positions[position] = header.last_offset
             result.next_offset = header.next_offset
-            if not header.is_control:
-                result.problems += check_records(topic, path, position, batch)
+            result.problems += check_records(topic, path, position, header, batch)
     except CorruptRecordError as error:  # a CRC-valid batch with impossible offsets
         result.problems.append(Problem(str(path), scan.position, str(error), False))
         result.complete = False

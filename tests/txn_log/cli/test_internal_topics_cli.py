@@ -18,6 +18,7 @@ from tests.support import directory_bytes
 from tests.txn_log.cli.test_cli import txnlog
 from txn_log.log import Log
 from txn_log.record.codec import encode_records
+from txn_log.record.control import ControlType
 from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC
@@ -93,3 +94,20 @@ def test_verify_reports_an_undecodable_internal_record_and_never_deletes_it(
         assert segment.read_bytes() == before
     text = txnlog("verify", log_dir)
     assert text.returncode == 1 and f"record at offset {offset}" in text.stdout
+
+
+def test_verify_reports_a_transaction_marker_in_the_state_log(log_dir: Path) -> None:
+    """The coordinator decodes every batch of ``__transaction_state``, markers included, so a
+    marker there (a transaction that registered the partition and then aborted) breaks it."""
+    log = Log.open(log_dir)
+    plog = log.partition_log(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
+    position = plog.segments[-1].size
+    marker = plog.append_marker(
+        ControlType.ABORT, producer_id=4242, producer_epoch=0, coordinator_epoch=0
+    )
+    log.close()
+    result = txnlog("verify", log_dir, "--json")
+    assert result.returncode == 1
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem["position"] == position and not problem["repairable"]
+    assert f"transaction marker (control batch) at offset {marker.offset}" in problem["problem"]
