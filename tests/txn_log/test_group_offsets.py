@@ -246,3 +246,36 @@ def test_encoding_never_raises_a_raw_struct_error() -> None:
     assert decode_record(key, value) == ("G", IN0, OffsetAndMetadata(4, "meta", 2))
     assert key == struct.pack(">hh1sh2si", 1, 1, b"G", 2, b"in", 0)  # OffsetCommitKey v1
 
+
+@pytest.mark.parametrize(
+    ("group", "offsets", "error"),
+    [
+        ("", [("in", 0, 4)], InvalidGroupIdError),
+        ("g" * 40_000, [("in", 0, 4)], InvalidGroupIdError),
+        ("G", [("in", 0, -5)], ConfigError),
+        ("G", [("in", 1 << 31, 4)], ConfigError),
+    ],
+)
+def test_batch_commit_refuses_bad_group_offsets_before_its_commit_point(
+    log: Log, group: str, offsets: list[tuple[str, int, int]], error: type[TxnLogError]
+) -> None:
+    """DESIGN §4 batch commit, STYLE 3: the group offsets of a batch commit are validated before
+    its PREPARE record (the commit point) is written. Written first, a bad group id or offset
+    made the roll-forward fail in every process for ever, and the coordinator with it."""
+    from txn_log.coordinator.state_log_format import TxnRef
+
+    producer = log.producer("sink-0")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", b"v", partition=0)
+    producer.flush()
+    ref = TxnRef("sink-0", producer.producer_id, producer.producer_epoch)
+    before = directory_bytes(log.path, content_only=True)
+    with pytest.raises(error):
+        log.coordinator.commit_batch("sink", 0, [ref], group_id=group, offsets=offsets)
+    assert directory_bytes(log.path, content_only=True) == before
+    fresh = Log.open(log.path)
+    assert fresh.coordinator.commit_batch("sink", 0, [ref], group_id="G", offsets=[("in", 0, 4)])
+    assert offset_of(fresh, "G") == 4
+    assert [r.value for r in fresh.consumer().read(TopicPartition("out", 0), 0)] == [b"v"]
+
