@@ -279,3 +279,27 @@ def test_batch_commit_refuses_bad_group_offsets_before_its_commit_point(
     assert offset_of(fresh, "G") == 4
     assert [r.value for r in fresh.consumer().read(TopicPartition("out", 0), 0)] == [b"v"]
 
+
+def test_other_int16_strings_over_32767_bytes_are_typed_errors_and_write_nothing(log: Log) -> None:
+    """Item 13's class: the coordinator's state log stores the transactional id and the sink id
+    as int16 strings too; over 32,767 bytes they are a ConfigError (a TxnLogError), not a bare
+    ValueError, raised before any transaction state is written. (init_transactions still
+    reserves a producer-id block first: the producer's constructor does not check the length.)"""
+    from txn_log.coordinator.state_log_format import TxnRef
+
+    def state() -> dict[str, bytes]:
+        files = directory_bytes(log.path, content_only=True)
+        return {name: data for name, data in files.items() if name != "producer-ids"}
+
+    before = state()
+    with pytest.raises(ConfigError, match="transactional id is 40000 bytes"):
+        log.producer("t" * 40_000).init_transactions()
+    assert state() == before
+    producer = log.producer("sink-0")
+    producer.init_transactions()
+    producer.begin_transaction()
+    ref = TxnRef("sink-0", producer.producer_id, producer.producer_epoch)
+    before = directory_bytes(log.path, content_only=True)
+    with pytest.raises(ConfigError, match="sink id is 40000 bytes"):
+        log.coordinator.commit_batch("s" * 40_000, 0, [ref])
+    assert directory_bytes(log.path, content_only=True) == before
