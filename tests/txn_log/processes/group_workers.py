@@ -13,9 +13,10 @@ Each role prints one JSON line per step (flushed), so the parent can follow it.
 ``committed LOG GROUP TOPIC PARTITION``
     prints ``{"offset": <committed offset or null>}`` as a fresh process sees it.
 ``copy LOG TXN_ID GROUP IN_TOPIC OUT_TOPIC STOP_AFTER``
-    a consume-transform-produce copier of partition 0: resumes at ``committed(GROUP)`` (0 when
-    there is none), and for each input record runs one transaction that writes the upper-cased
-    value to ``OUT_TOPIC`` and commits the next input offset with
+    a consume-transform-produce copier of partition 0: ``init_transactions``, then resumes at
+    ``committed(GROUP)`` (0 when there is none), and for each input record runs one
+    transaction that writes the upper-cased value to ``OUT_TOPIC`` and commits the next input
+    offset with
     ``send_offsets_to_transaction`` (O-01, O-02). After ``STOP_AFTER`` transactions (-1: never)
     it SIGKILLs itself right after a commit, as a crash would; otherwise it exits when the
     input is exhausted. Prints ``{"step": "start", "offset": ...}`` and one
@@ -75,11 +76,13 @@ def copy(
 ) -> None:
     log = Log.open(log_dir)
     source, stop_after = TopicPartition(in_topic, 0), int(stop)
+    producer = log.producer(transactional_id)
+    # init first, as Kafka advises: it completes the previous instance's transaction (aborted,
+    # or rolled forward past its commit point), so the offsets read next are settled (C-14).
+    producer.init_transactions()
     found = log.committed(group, [source])[source]
     position = 0 if found is None else found.offset
     report(step="start", offset=position)
-    producer = log.producer(transactional_id)
-    producer.init_transactions()
     for done, record in enumerate(log.consumer().read(source, position), start=1):
         producer.begin_transaction()
         producer.send(out_topic, (record.value or b"").upper(), partition=0)
