@@ -119,6 +119,18 @@ class InvalidTimestampError(ConfigError):
     code = 32
 
 
+class InvalidGroupIdError(ConfigError):
+    """INVALID_GROUP_ID (24): an empty group id, or one over the protocol's 32,767 UTF-8 bytes."""
+
+    code = 24
+
+
+class OffsetMetadataTooLargeError(ConfigError):
+    """OFFSET_METADATA_TOO_LARGE (12): offset metadata over ``offset.metadata.max.bytes``."""
+
+    code = 12
+
+
 class OutOfOrderSequenceError(FatalError):
     """OUT_OF_ORDER_SEQUENCE_NUMBER (45): a sequence gap, or seq != 0 where 0 is due (P-10)."""
 

@@ -55,7 +55,12 @@ from txn_log.errors import (
 )
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
-from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.group_offsets import (
+    OFFSETS_PARTITION,
+    OffsetAndMetadata,
+    normalize_offsets,
+    validate_group_id,
+)
 from txn_log.record.control import ControlType
 from txn_log.storage.group_sync import flush_all
 from txn_log.topic_config import TRANSACTION_STATE_TOPIC
@@ -355,7 +360,12 @@ class TransactionCoordinator:
         transaction must still belong to the listed producer id and epoch and be open (or
         empty: a task that wrote nothing); otherwise nothing is committed and the error names
         the transaction. The single PREPARE_COMMIT batch record is the commit point.
+        The group id and offsets are validated before it (a bad one written there would make
+        every roll-forward fail).
         """
+        if group_id is not None:
+            validate_group_id(group_id)
+            normalize_offsets({TopicPartition(t, p): o for t, p, o in offsets})
         with self._locked() as state:
             if state.is_batch_committed(sink_id, batch_id):
                 return False
