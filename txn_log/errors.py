@@ -77,6 +77,22 @@ class UnknownTopicOrPartitionError(ConfigError):
     code = 3
 
 
+class UnknownTopicIdError(UnknownTopicOrPartitionError):
+    """UNKNOWN_TOPIC_ID (100): the partition this process had open was deleted with its topic.
+
+    A write into it would land in a deleted file: it is refused, never acknowledged.
+    """
+
+    code = 100
+
+
+class InconsistentTopicIdError(UnknownTopicOrPartitionError):
+    """INCONSISTENT_TOPIC_ID (103): the topic was deleted and re-created under the same name;
+    the partition this process had open belongs to the deleted one (a new topic id now)."""
+
+    code = 103
+
+
 class InvalidTopicError(ConfigError):
     """INVALID_TOPIC_EXCEPTION (17): a topic name outside Kafka's rule."""
 

@@ -129,6 +129,7 @@ class Producer:
         self._txn_started_ms = -1
         self._round_robin = itertools.count()
         self._written: set[TopicPartition] = set()
+        self._topic_ids: dict[TopicPartition, str | None] = {}  # of the partitions written
 
     # --- life cycle ------------------------------------------------------------------------------
 
@@ -303,9 +304,15 @@ class Producer:
             self.producer_id, self.producer_epoch = self._log.coordinator.init_producer_id(None, 0)
         if self.transactional_id is not None:
             self._register_partitions([tp, *self._buffers])
+        plog = self._log.partition_log(tp)
+        if self._topic_ids.setdefault(tp, plog.topic_id) != plog.topic_id:
+            # the topic was deleted and re-created: a new partition, which has never seen this
+            # producer, so its sequence starts again at 0 (P-10: an unknown producer starts at 0)
+            self._sequences.pop(tp, None)
+            self._topic_ids[tp] = plog.topic_id
         sequence = self._sequences.get(tp, 0)
         batch = self._encode(buffer, sequence)
-        result = self._log.partition_log(tp).append(batch)
+        result = plog.append(batch)
         self._sequences[tp] = (sequence + len(buffer.records)) % (1 << 31)
         self._written.add(tp)
         return [RecordMetadata(tp, result.base_offset, result.last_offset)]

@@ -24,6 +24,7 @@ import bisect
 import logging
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from txn_log.errors import (
     ConfigError,
     ExpectedOffsetMismatchError,
     InvalidRecordError,
+    LogLockedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
@@ -48,6 +50,16 @@ from txn_log.record.batch_header import (
 from txn_log.record.control import ControlType, encode_control_batch
 from txn_log.storage import replay
 from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
+from txn_log.storage.partition_metadata import (
+    FILE_NAME as PARTITION_METADATA_FILE,
+)
+from txn_log.storage.partition_metadata import (
+    PartitionIdentity,
+    check_identity,
+    new_topic_id,
+    read_identity,
+    write_partition_metadata,
+)
 from txn_log.storage.producer_append_info import AppendOrigin, CompletedTxn
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.segment import LogSegment
@@ -114,6 +126,8 @@ class PartitionLog:
         self._tail_position = 0  # bytes of the active segment applied to the caches
         self._producer_state: ProducerStateManager  # built under the lock, in ``open``
         self._tracks_producer_state = True  # False only for ``open_for_reading``
+        self._identity: PartitionIdentity | None = None  # None: opened without one (read-only)
+        self._needs_recovery = False  # opened while another process held the lock
         self.last_recovery: list[str] = []
 
     # --- opening and recovery ------------------------------------------------------------------
@@ -126,15 +140,65 @@ class PartitionLog:
         config: TopicConfig,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        create: bool = True,
     ) -> PartitionLog:
-        """Open (creating if needed) and recover the partition under its lock."""
-        directory.mkdir(parents=True, exist_ok=True)
+        """Open the partition; recover it under its lock, now or at the first write.
+
+        ``create`` (a partition used on its own, e.g. by tests and benchmarks) makes the
+        directory and its ``partition.metadata`` if missing. The ``Log`` passes False: a
+        partition must then exist, so that a process that still knows a deleted topic never
+        brings its directory back (UnknownTopicIdError).
+
+        Opening never waits on a writer (DESIGN §3): when another process holds the lock
+        (appending, or frozen mid-append), the partition is opened as a reader opens it (no
+        truncation, producer state replayed from the files) and recovered under the lock
+        before this process's first write (``_write_locked``).
+        """
+        if create:
+            directory.mkdir(parents=True, exist_ok=True)
+        elif not (directory / PARTITION_METADATA_FILE).is_file():
+            raise UnknownTopicOrPartitionError(
+                f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
+            )
         log = cls(directory, topic_partition, config, clock=clock)
-        with log._mutex, log._lock:
-            log._producer_state = ProducerStateManager(directory, str(topic_partition), clock=clock)
-            log._load_segments()
-            log._recover()
+        if create and not (directory / PARTITION_METADATA_FILE).exists():
+            log._lock.acquire()  # a new standalone partition: nobody else can be writing it
+        elif not log._lock.try_acquire():
+            with log._mutex:
+                log._open_as_reader()
+            log._needs_recovery = True
+            return log
+        try:
+            with log._mutex:
+                if create and not (directory / PARTITION_METADATA_FILE).exists():
+                    write_partition_metadata(directory, new_topic_id())
+                log._open_locked()
+        finally:
+            log._lock.release()
         return log
+
+    def _open_locked(self) -> None:
+        """Load and recover under the lock: truncate a torn tail, reload producer state."""
+        self._identity = read_identity(self.directory, str(self.topic_partition))
+        self._producer_state = ProducerStateManager(
+            self.directory, str(self.topic_partition), clock=self._clock
+        )
+        self._load_segments()
+        self._recover()
+        self._needs_recovery = False
+
+    def _open_as_reader(self) -> None:
+        """Load without the lock (as a reader): nothing truncated, deleted or written."""
+        self._identity = self._identity_if_any()
+        self._producer_state = ProducerStateManager(
+            self.directory, str(self.topic_partition), clock=self._clock, read_only=True
+        )
+        self._load_segments()
+        active = self._segments[-1]
+        self._end_offset = active.next_offset
+        self._tail_position = active.size
+        self._producer_state.truncate_and_reload(self.log_start_offset, self._end_offset)
+        self._replay(self._producer_state.map_end_offset, self._end_offset)
 
     @classmethod
     def open_read_only(
@@ -153,15 +217,7 @@ class PartitionLog:
             raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
         log = cls(directory, topic_partition, config, clock=clock, read_only=True)
         with log._mutex:
-            log._producer_state = ProducerStateManager(
-                directory, str(topic_partition), clock=clock, read_only=True
-            )
-            log._load_segments()
-            active = log._segments[-1]
-            log._end_offset = active.next_offset
-            log._tail_position = active.size
-            log._producer_state.truncate_and_reload(log.log_start_offset, log._end_offset)
-            log._replay(log._producer_state.map_end_offset, log._end_offset)
+            log._open_as_reader()
         return log
 
     @classmethod
@@ -184,12 +240,61 @@ class PartitionLog:
             raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
         log = cls(directory, topic_partition, config, clock=clock, read_only=True)
         log._tracks_producer_state = False
+        log._identity = log._identity_if_any()
         with log._mutex:
             log._load_segments()
             active = log._segments[-1]
             log._end_offset = active.next_offset
             log._tail_position = active.size
         return log
+
+    def _identity_if_any(self) -> PartitionIdentity | None:
+        try:
+            return read_identity(self.directory, str(self.topic_partition))
+        except UnknownTopicOrPartitionError:
+            return None  # a partition written before topic ids (or mid-deletion)
+
+    @property
+    def topic_id(self) -> str | None:
+        """The id of the topic this partition belongs to (Kafka's topic id, KIP-516)."""
+        return None if self._identity is None else self._identity.topic_id
+
+    def is_current(self) -> bool:
+        """Whether the directory still belongs to the topic this object was opened for (one
+        ``stat``); False once the topic was deleted, or deleted and re-created."""
+        if self._identity is None:
+            return True
+        try:
+            check_identity(self.directory, self._identity, str(self.topic_partition))
+        except UnknownTopicOrPartitionError:
+            return False
+        return True
+
+    @contextmanager
+    def _write_locked(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold the partition for a write: the file lock first, then this object's mutex.
+
+        The file lock comes first so that a thread waiting for another process's append
+        (even one frozen mid-append) holds no mutex a reader of this process needs (readers
+        never wait on writers). Under the lock the partition's identity is checked: a write
+        into a partition deleted (or re-created) since it was opened is refused before
+        anything is written. ``wait=False`` raises LogLockedError instead of waiting.
+        """
+        if wait:
+            self._lock.acquire()
+        elif not self._lock.try_acquire():
+            raise LogLockedError(
+                f"{self.topic_partition}: another process or thread is writing to the partition"
+            )
+        try:
+            with self._mutex:
+                if self._identity is not None:
+                    check_identity(self.directory, self._identity, str(self.topic_partition))
+                if self._needs_recovery:
+                    self._open_locked()
+                yield
+        finally:
+            self._lock.release()
 
     def _require_producer_state(self, what: str) -> None:
         if not self._tracks_producer_state:
@@ -360,7 +465,7 @@ class PartitionLog:
         """
         self._check_writable("append")
         header = self._validate_client_batch(batch)
-        with self._mutex, self._lock:
+        with self._write_locked():
             self._catch_up()
             # Kafka looks for retries of client batches only: coordinator batches (offset
             # commits, O-03) carry no sequences, so each would "duplicate" the previous one
@@ -419,6 +524,7 @@ class PartitionLog:
             log_append_time = self._clock.time_ms()
             set_log_append_time(batch, log_append_time)
         header = validate_batch(batch)
+        crash_point("append.before_write")  # a writer frozen or killed holding the lock
         self._maybe_roll(header)
         self._append_to_active(batch, header)
         return AppendResult(base_offset, header.last_offset, log_append_time)
@@ -442,7 +548,7 @@ class PartitionLog:
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end; snapshot producer state there (P-21)."""
         self._check_writable("roll")
-        with self._mutex, self._lock:
+        with self._write_locked():
             self._catch_up()
             active = self._segments[-1]
             if active.size == 0:
@@ -464,15 +570,17 @@ class PartitionLog:
         producer_epoch: int,
         coordinator_epoch: int,
         sync: bool = True,
+        wait: bool = True,
     ) -> MarkerResult:
         """Write a COMMIT/ABORT control batch for ``producer_id`` (B-01).
 
         Stale producer or coordinator epochs raise before anything is written. For an abort the
         ``.txnindex`` entry is written *before* the marker, so a lock-free reader that can see
         the marker can always see the entry; recovery drops entries past the log end.
+        ``wait=False`` raises LogLockedError rather than wait for another writer.
         """
         self._check_writable("append_marker")
-        with self._mutex, self._lock:
+        with self._write_locked(wait=wait):
             self._catch_up()
             self._drop_stale_aborted_txns()
             now = self._clock.time_ms()
@@ -633,7 +741,7 @@ class PartitionLog:
         """Apply retention.ms / retention.bytes to closed segments (T-10); returns base offsets."""
         self._check_writable("delete_old_segments")
         deleted: list[int] = []
-        with self._mutex, self._lock:
+        with self._write_locked():
             self._catch_up()
             self._refresh_start()
             now = self._clock.time_ms()
