@@ -213,6 +213,18 @@ class ExpectedOffsetMismatchError(AbortableError):
     code = None
 
 
+class TransactionAbortableError(AbortableError):
+    """TRANSACTION_ABORTABLE (120, KIP-1050): a send, flush or offset commit of the current
+    transaction failed, so it may lack a record; the producer allows only
+    ``abort_transaction()`` (then a new transaction) until it is aborted.
+
+    Raised by every other call of a producer in that state, chained (``__cause__``) to the
+    error that failed the transaction: Kafka's TransactionManager ABORTABLE_ERROR state.
+    """
+
+    code = 120
+
+
 class LogLockedError(RetriableError):
     """A partition or coordinator lock could not be taken in time."""
 
