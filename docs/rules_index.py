@@ -15,8 +15,8 @@ What counts as a citation:
 - an id is a known prefix (the ``SECTIONS`` table below), a dash and two digits, as a whole word
   (``KIP-98`` and ``UTF-8`` are not rule ids);
 - a range ``C-25..C-30`` (or with an en dash) cites every id from the first to the last;
-- a file under ``tests/`` or ``integration/`` counts as "tested in", the ``README.md`` and every
-  other file as "implemented in".
+- a file under ``tests/``, ``integration/`` or ``bench/`` counts as "tested in", the ``README.md``
+  and every other file as "implemented in".
 
 Run it from anywhere, with the standard library only::
 
@@ -77,7 +77,7 @@ SKIP_DIRS = {
     ".pytest_cache",
     ".hypothesis",
 }
-TEST_ROOTS = {"tests", "integration"}
+TEST_ROOTS = {"tests", "integration", "bench"}
 
 
 @dataclass
