@@ -113,3 +113,40 @@ def test_an_appender_sharing_a_segment_with_reader_threads_writes_at_the_end(
     assert not errors, repr(errors[0])
     assert (tmp_path / offset_file_name(0, LOG_SUFFIX)).read_bytes() == b"".join(data)
     assert (mine.refresh(), mine.next_offset) == (sum(map(len, data)), 2000)
+
+
+def test_reader_threads_looking_up_the_offset_index_while_this_process_appends_keep_it_whole(
+    tmp_path: Path, fast_thread_switches: None
+) -> None:
+    """The same mistake in the index files' cache: lock-free lookups (``find_batch_position``
+    of every read) caught up with the file in several threads at once, cached new entries
+    twice, and an appender of this process then wrote its entry at a wrong place (entries
+    out of order on disk, or a refused append)."""
+    mine = LogSegment.open(tmp_path, 0, index_interval_bytes=0)  # an entry for every batch
+    other_process = LogSegment.open(tmp_path, 0, index_interval_bytes=0)
+    data = batches(3000, records=1)
+    partition_lock = threading.Lock()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                mine.offset_index.lookup(1 << 40)
+        except BaseException as error:  # reported by the test's own thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        for n, batch in enumerate(data):
+            with partition_lock:
+                (mine if n % 2 else other_process).append(batch, validate_batch(batch))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert not errors, repr(errors[0])
+    fresh = LogSegment.open(tmp_path, 0, index_interval_bytes=0)
+    assert [entry.offset for entry in fresh.offset_index.entries()] == list(range(3000))
