@@ -168,23 +168,30 @@ def registered(log: Log, transactional_id: str) -> set[TopicPartition]:
 def test_oversized_group_id_and_metadata_are_refused_before_registration(log: Log) -> None:
     """Item 13: a 40,000-byte group id (InvalidGroupIdError, Kafka code 24) and 40,000-byte
     metadata (OffsetMetadataTooLargeError, code 12) are refused before the offsets partition is
-    added to the transaction; the producer stays usable and its commit writes no marker to
-    ``__consumer_offsets``."""
+    added to the transaction; as any failed send inside a transaction (item 3), each leaves the
+    transaction abortable only, and after the aborts no marker was written to
+    ``__consumer_offsets``; the next transaction commits."""
     producer = log.producer("t")
     producer.init_transactions()
     producer.begin_transaction()
-    producer.send("out", b"v", partition=0)
+    producer.send("out", b"aborted", partition=0)
     producer.flush()
     with pytest.raises(InvalidGroupIdError, match="40000 bytes") as group_error:
         producer.send_offsets_to_transaction({IN0: 1}, "g" * 40_000)
     assert group_error.value.code == 24
+    assert OFFSETS_PARTITION not in registered(log, "t")
+    producer.abort_transaction()
+    producer.begin_transaction()
     with pytest.raises(OffsetMetadataTooLargeError, match=r"in-0.*40000 bytes") as meta_error:
         producer.send_offsets_to_transaction({IN0: OffsetAndMetadata(1, "m" * 40_000)}, "G")
     assert meta_error.value.code == 12
     assert OFFSETS_PARTITION not in registered(log, "t")
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send("out", b"v", partition=0)
     producer.commit_transaction()
     assert log.partition_log(OFFSETS_PARTITION).log_end_offset == 0
-    assert log.consumer().read(TopicPartition("out", 0), 0)[0].value == b"v"
+    assert [r.value for r in log.consumer().read(TopicPartition("out", 0), 0)] == [b"v"]
 
 
 @pytest.mark.parametrize(

@@ -546,11 +546,17 @@ class PartitionLog:
             self.roll()
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end; snapshot producer state there (P-21)."""
+        """Start a new active segment at the log end; snapshot producer state there (P-21).
+
+        A torn tail of the active segment (a writer died mid-batch) is cut first, as an append
+        would: once rolled away from, the segment is no longer the last one, where a torn tail
+        may be repaired, and its bytes would read as corruption before the tail (X-11).
+        """
         self._check_writable("roll")
         with self._write_locked():
             self._catch_up()
             active = self._segments[-1]
+            active.drop_torn_tail()
             if active.size == 0:
                 return active
             active.flush()
@@ -606,6 +612,8 @@ class PartitionLog:
             )
             header = validate_batch(batch)
             self._maybe_roll(header)
+            # a dead writer's torn tail goes before the entry: cutting it later drops the entry
+            self._segments[-1].drop_torn_tail()
             if completed is not None and completed.is_aborted:
                 lso = self._producer_state.last_stable_offset_for(completed)
                 txn_index = self._segments[-1].txn_index
