@@ -29,6 +29,7 @@ from txn_log.errors import (
 )
 from txn_log.file_lock import FileLock
 from txn_log.producer_id_manager import ProducerIdManager
+from txn_log.storage.durable_file import write_durably
 from txn_log.storage.partition_log import PartitionLog
 from txn_log.topic_config import (
     INTERNAL_TOPICS,
@@ -53,22 +54,9 @@ MAX_PARTITIONS = 10_000
 
 
 def write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
-    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole."""
-    # a short temporary name: a 249-character topic name plus suffixes would pass NAME_MAX
-    tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}")
-    data = json.dumps(document, sort_keys=True, indent=1).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole,
+    and a machine crash does not undo it (``durable_file``). Raises StorageError."""
+    write_durably(path, json.dumps(document, sort_keys=True, indent=1).encode())
 
 
 class Log:

@@ -32,6 +32,7 @@ from types import MappingProxyType
 from txn_log.clock import Clock
 from txn_log.errors import CorruptSnapshotError, InvalidTxnStateError, StorageError
 from txn_log.record.batch_header import NO_PRODUCER_ID, BatchHeader
+from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.producer_append_info import (
     AppendOrigin,
     CompletedTxn,
@@ -39,9 +40,7 @@ from txn_log.storage.producer_append_info import (
     TxnMetadata,
 )
 from txn_log.storage.producer_snapshot import (
-    SNAPSHOT_SUFFIX,
-    TEMP_SUFFIX,
-    fsync_directory,
+    is_snapshot_temp,
     read_snapshot,
     snapshot_file_name,
     snapshot_offset_of,
@@ -291,7 +290,7 @@ class ProducerStateManager:
         if not self._dir.is_dir():
             return snapshots
         for path in self._dir.iterdir():
-            if path.name.endswith(SNAPSHOT_SUFFIX + TEMP_SUFFIX):
+            if is_snapshot_temp(path.name):
                 if not self._read_only:
                     path.unlink(missing_ok=True)
                 continue
