@@ -257,3 +257,36 @@ def test_housekeeping_is_refused_on_a_read_only_log(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="read-only"):
         inspector.run_housekeeping()
     assert isinstance(open_log(tmp_path / "log", clock).partition_log(TP), PartitionLog)
+
+
+def test_retention_never_deletes_the_internal_topics(tmp_path: Path) -> None:
+    """CFG-18: __transaction_state (transactional ids, the batch ledger) and __consumer_offsets
+    are replayed from their first offset (Kafka compacts them): time retention must not delete
+    their segments, though segment.ms rolls them like any topic."""
+    clock = ManualClock()
+    log = open_log(tmp_path / "log", clock)
+    log.create_topic(TP.topic)
+    week = 7 * DAY_MS
+    for round_ in range(3):  # each round rolls every partition written (segment.ms is 7 days)
+        if round_:
+            clock.advance(week + 1)
+        producer = log.producer("copier")
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(TP.topic, b"x", partition=0)
+        producer.send_offsets_to_transaction({TP: 1}, "group")
+        producer.commit_transaction()
+    result = log.run_housekeeping()
+    internal = {tp: r for tp, r in result.partitions.items() if tp.topic.startswith("__")}
+    assert {tp.topic for tp in internal} == {"__transaction_state", "__consumer_offsets"}
+    for tp, outcome in internal.items():
+        assert outcome.deleted_segments == () and outcome.log_start_offset == 0, tp
+        assert len(log.partition_log(tp).segments) > 1, tp
+    assert result.partitions[TP].deleted_segments  # an ordinary topic with the same history
+    reopened = open_log(tmp_path / "log", clock)
+    assert reopened.committed("group", [TP])[TP] is not None
+    again = reopened.producer("copier")
+    again.init_transactions()  # the transactional id is still known: same producer id
+    assert again.producer_id == producer.producer_id
+    for opened in (log, reopened):
+        opened.close()

@@ -14,6 +14,7 @@ from typing import Any
 from txn_log.cli.common import EXIT_OK, UsageError, add_action, emit_json, emit_table, open_log
 from txn_log.housekeeping import last_pass_ms
 from txn_log.log import Log
+from txn_log.storage.retention import applies_to
 from txn_log.topic_partition import TopicPartition
 
 
@@ -90,6 +91,7 @@ def describe_partition(log: Log, tp: TopicPartition) -> dict[str, Any]:
 
 
 RETENTION_KEYS = ("retention.ms", "retention.bytes")
+NEVER_DELETED = dict.fromkeys(RETENTION_KEYS, -1)  # internal topics: replayed from the start
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -104,7 +106,11 @@ def run_describe(args: argparse.Namespace) -> int:
             {
                 "topic": topic,
                 "config": configs,
-                "retention": {key: configs[key] for key in RETENTION_KEYS},
+                "retention": (
+                    {key: configs[key] for key in RETENTION_KEYS}
+                    if applies_to(topic)
+                    else NEVER_DELETED
+                ),
                 "housekeeping": housekeeping,
                 "partitions": partitions,
             }

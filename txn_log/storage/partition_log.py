@@ -746,17 +746,19 @@ class PartitionLog:
         log start makes sure a process that opens the partition later has it too."""
         self._refresh_start()
         count = retention.deletable_segments(
+            self.topic_partition.topic,
             self._segments,
             self.config,
             self._clock.time_ms(),
             self._producer_state.first_unstable_offset(),
         )
-        deleted, self._segments = self._segments[:count], self._segments[count:]
-        log_start = self._segments[0].base_offset
+        log_start = self._segments[count].base_offset
+        deleted, retained = self._segments[:count], self._segments[count:]
         if deleted:
             latest = self._producer_state.latest_snapshot_offset()
             if latest is None or latest <= log_start:  # opening drops those at the log start
                 self._producer_state.take_snapshot()
+            self._segments = retained
             self._producer_state.delete_snapshots_before(log_start)
             retention.unlink_segments(self.directory, deleted)
         retention.remove_orphan_indexes(self.directory, log_start)

@@ -2,11 +2,15 @@
 
 Kafka's rules, applied by ``PartitionLog`` under the partition's lock:
 
-- retention.ms judges a segment by its newest record's timestamp (T-10), not by file times;
+- retention.ms judges a segment by its newest record's timestamp (T-10), not by file times; a
+  segment holding only control batches by its first marker's (append) time;
 - retention.bytes deletes the oldest segment while what remains is still at least the limit;
 - the active (newest) segment is never deleted, nor one holding data of an open transaction,
   so the last stable offset never falls below the log start (B-03, B-04);
-- a segment goes with its offset and time indexes and its aborted-transaction index (B-09).
+- a segment goes with its offset and time indexes and its aborted-transaction index (B-09);
+- never a segment of an internal topic: ``__transaction_state`` (transactional ids, the sink's
+  batch ledger) and ``__consumer_offsets`` are replayed from their first offset, where Kafka
+  compacts them instead of deleting by age (cleanup.policy=compact, CFG-18).
 
 Deleting unlinks the files and closes nothing: readers take no lock, and a reader thread in the
 middle of a deleted segment reads on through its open descriptors (``owned_fd`` closes them
@@ -23,29 +27,36 @@ from txn_log.errors import StorageError
 from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import LOG_SUFFIX, SEGMENT_SUFFIXES, parse_offset_file_name
 from txn_log.storage.segment import LogSegment
-from txn_log.topic_config import TopicConfig
+from txn_log.topic_config import INTERNAL_TOPICS, TopicConfig
 
 _INDEX_SUFFIXES = frozenset(SEGMENT_SUFFIXES) - {LOG_SUFFIX}
 
 
+def applies_to(topic: str) -> bool:
+    """Whether retention may delete segments of ``topic`` (never of an internal topic)."""
+    return topic not in INTERNAL_TOPICS
+
+
 def deletable_segments(
+    topic: str,
     segments: Sequence[LogSegment],
     config: TopicConfig,
     now_ms: int,
     first_unstable_offset: int | None,
 ) -> int:
-    """How many of the oldest ``segments`` (oldest first, the last one active) retention
-    deletes at ``now_ms``; ``first_unstable_offset`` is the inclusive first offset of the
-    earliest open transaction, None when none is open."""
+    """How many of the oldest ``segments`` of ``topic`` (oldest first, the last one active)
+    retention deletes at ``now_ms``; ``first_unstable_offset`` is the inclusive first offset of
+    the earliest open transaction, None when none is open."""
+    if not applies_to(topic):
+        return 0
     total = sum(s.size for s in segments)
     count = 0
     for segment in segments[:-1]:
         if first_unstable_offset is not None and segment.next_offset > first_unstable_offset:
             break
-        expired = (
-            config.retention_ms >= 0
-            and segment.max_timestamp is not None
-            and now_ms - segment.max_timestamp > config.retention_ms
+        newest = newest_timestamp(segment)
+        expired = config.retention_ms >= 0 and (
+            newest is None or now_ms - newest > config.retention_ms
         )
         oversize = config.retention_bytes >= 0 and total - segment.size >= config.retention_bytes
         if not (expired or oversize):
@@ -53,6 +64,15 @@ def deletable_segments(
         total -= segment.size
         count += 1
     return count
+
+
+def newest_timestamp(segment: LogSegment) -> int | None:
+    """What retention.ms judges ``segment`` by (T-10): its newest data record's timestamp, or,
+    when it holds only control batches, its first batch's (a marker's LogAppendTime); None
+    for an empty segment, which holds no offset and may always go."""
+    if segment.max_timestamp is not None:
+        return segment.max_timestamp
+    return segment.first_batch_timestamp
 
 
 def unlink_segments(directory: Path, segments: Sequence[LogSegment]) -> None:

@@ -44,6 +44,8 @@ def test_describe_shows_the_moved_log_start_and_the_retention_in_force(tmp_path:
     assert by_topic[TP.topic]["retention"] == {"retention.ms": 604_800_000, "retention.bytes": 1}
     assert by_topic["kept"]["retention"] == {"retention.ms": 604_800_000, "retention.bytes": -1}
     assert by_topic[TP.topic]["housekeeping"]["last_pass_ms"] == clock.time_ms()
+    internal = json.loads(txnlog("topics", "describe", path, "__consumer_offsets", "--json").stdout)
+    assert internal[0]["retention"] == {"retention.ms": -1, "retention.bytes": -1}  # CFG-18
     text = txnlog("topics", "describe", path, TP.topic).stdout
     assert "retention.bytes=1" in text and "retention.ms=604800000" in text
     assert "LastHousekeeping:" in text and "never" not in text
