@@ -56,6 +56,7 @@ from txn_log.record.batch_header import (
 )
 from txn_log.record.control import ControlType, encode_control_batch
 from txn_log.storage import replay, retention
+from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
 from txn_log.storage.producer_append_info import AppendOrigin, CompletedTxn
 from txn_log.storage.producer_state import ProducerStateManager
@@ -227,8 +228,10 @@ class PartitionLog:
     def _load_segments(self) -> None:
         opened = (self._open_existing_segment(base) for base in self._segment_bases_on_disk())
         self._segments = [segment for segment in opened if segment is not None]
-        if not self._segments:
+        if not self._segments:  # a new partition: its directory and first file, durably
             self._segments = [self._open_segment(0)]
+            fsync_directory(self.directory)
+            fsync_directory(self.directory.parent)
 
     def _segment_bases_on_disk(self) -> list[int]:
         return sorted(
@@ -521,7 +524,8 @@ class PartitionLog:
             self._segments.append(segment)
             self._tail_position = 0
             self._producer_state.update_map_end_offset(self._end_offset)
-            self._producer_state.take_snapshot()
+            if self._producer_state.take_snapshot() is None:  # which fsyncs the directory
+                fsync_directory(self.directory)  # the new file, before anything in it is acked
             return segment
 
     def append_marker(
@@ -569,10 +573,13 @@ class PartitionLog:
             if completed is not None and completed.is_aborted:
                 lso = self._producer_state.last_stable_offset_for(completed)
                 txn_index = self._segments[-1].txn_index
+                created = not txn_index.path.exists()  # B-09: made at the first abort
                 txn_index.append(
                     AbortedTxn(producer_id, completed.first_offset, marker_offset, lso)
                 )
                 txn_index.flush()  # durable before the marker: never a marker without its entry
+                if created:
+                    fsync_directory(self.directory)  # nor without the file that holds it
                 crash_point("marker.after_txn_index")  # an entry whose marker never lands
             self._append_to_active(batch, header)
             self._producer_state.update(append_info)

@@ -8,17 +8,22 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.txn_log.storage.test_partition_log import batch
 from txn_log.errors import StorageError
 from txn_log.log import write_json_atomically
 from txn_log.producer_id_manager import ProducerIdManager
+from txn_log.record.control import ControlType
 from txn_log.storage.durable_file import is_temp_name, write_durably
+from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.producer_snapshot import write_snapshot
 from txn_log.storage.producer_state_entry import ProducerStateEntry
+from txn_log.topic_config import TopicConfig
+from txn_log.topic_partition import TopicPartition
 
 
 @pytest.fixture
@@ -119,3 +124,62 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
     monkeypatch.undo()
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
+    """Every fsync and fdatasync with the path synced, in order."""
+    recorded: list[tuple[str, str]] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def spy(kind: str, real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            recorded.append((kind, os.readlink(f"/proc/self/fd/{fd}")))
+            real(fd)
+
+        return sync
+
+    monkeypatch.setattr(os, "fsync", spy("fsync", real_fsync))
+    monkeypatch.setattr(os, "fdatasync", spy("fdatasync", real_fdatasync))
+    yield recorded
+
+
+def first_index(syncs: list[tuple[str, str]], predicate: Callable[[str, str], bool]) -> int:
+    return next(i for i, (kind, path) in enumerate(syncs) if predicate(kind, path))
+
+
+def test_a_new_segment_is_in_its_directory_durably_before_a_batch_in_it_is_acknowledged(
+    tmp_path: Path, syncs: list[tuple[str, str]]
+) -> None:
+    """fdatasync of a new file does not make its directory entry durable: after a machine
+    crash an acknowledged batch in a new segment would be gone with the file. The first
+    segment (and the partition directory in the log directory), and a rolled one."""
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(
+        directory, TopicPartition("t", 0), TopicConfig.from_mapping({"segment.bytes": "200"})
+    )
+    log.append(batch(1, value_size=150), sync=True)
+    acknowledged = first_index(syncs, lambda kind, path: path.endswith(".log"))
+    assert ("fsync", str(directory)) in syncs[:acknowledged], syncs
+    assert ("fsync", str(tmp_path)) in syncs[:acknowledged], syncs
+    syncs.clear()
+    log.append(batch(1, start=1, value_size=150), sync=True)  # rolls to segment 1
+    new_log = str(directory / "00000000000000000001.log")
+    acknowledged = first_index(syncs, lambda kind, path: path == new_log)
+    assert ("fsync", str(directory)) in syncs[:acknowledged], syncs
+
+
+def test_the_first_aborted_transaction_index_of_a_segment_is_durable_before_its_marker(
+    tmp_path: Path, syncs: list[tuple[str, str]]
+) -> None:
+    """B-09/B-10: the ABORT marker must never survive a machine crash without the .txnindex
+    file that names it (its records would read as committed)."""
+    log = PartitionLog.open(tmp_path, TopicPartition("t", 0), TopicConfig())
+    log.append(batch(1, producer_id=3, epoch=0, seq=0, transactional=True))
+    syncs.clear()
+    log.append_marker(ControlType.ABORT, producer_id=3, producer_epoch=0, coordinator_epoch=0)
+    txn_index = first_index(syncs, lambda kind, path: path.endswith(".txnindex"))
+    marker_log = syncs[txn_index][1].replace(".txnindex", ".log")
+    marker = first_index(syncs, lambda kind, path: path == marker_log)
+    directory = syncs.index(("fsync", str(tmp_path)), txn_index)
+    assert txn_index < directory < marker, syncs
