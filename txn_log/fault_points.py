@@ -17,7 +17,9 @@ Python worker of the JVM, not in the driver's own Python process).
 Points: ``txn.after_prepare``, ``txn.between_markers``, ``txn.before_complete`` (commit and
 abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (batch commit);
 ``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written);
-``append.before_write`` (a data batch validated under the partition lock, not yet written).
+``append.before_write`` (a data batch validated under the partition lock, not yet written);
+``producer_ids.after_temp_fsync`` and ``producer_ids.after_rename`` (a producer-id block file
+written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@
 Topic metadata is written atomically (temp file, fsync, rename, directory fsync) under the log's
 own lock; every process re-reads it when it meets a topic or partition it does not know yet, so
 topics and partitions created by other processes are picked up without restarting.
+
+A writable ``Log`` runs housekeeping (retention, producer-id expiration) for the partitions it
+has open, periodically and on demand (``housekeeping``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +32,14 @@ from txn_log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txn_log.file_lock import FileLock
+from txn_log.housekeeping import (
+    DEFAULT_HOUSEKEEPING_INTERVAL_MS,
+    Housekeeper,
+    HousekeepingPass,
+    validate_interval,
+)
 from txn_log.producer_id_manager import ProducerIdManager
-from txn_log.storage.durable_file import fsync_directory
+from txn_log.storage.durable_file import fsync_directory, write_durably
 from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
@@ -56,22 +66,9 @@ MAX_PARTITIONS = 10_000
 
 
 def write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
-    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole."""
-    # a short temporary name: a 249-character topic name plus suffixes would pass NAME_MAX
-    tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}")
-    data = json.dumps(document, sort_keys=True, indent=1).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole,
+    and a machine crash does not undo it (``durable_file``). Raises StorageError."""
+    write_durably(path, json.dumps(document, sort_keys=True, indent=1).encode())
 
 
 class Log:
@@ -89,17 +86,25 @@ class Log:
         self.producer_ids = ProducerIdManager(path)
         self._coordinator: TransactionCoordinator | None = None
         self._group_offsets: GroupOffsetStore | None = None
+        self._housekeeper: Housekeeper | None = None
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK, read_only: bool = False
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        read_only: bool = False,
+        housekeeping_interval_ms: int | None = DEFAULT_HOUSEKEEPING_INTERVAL_MS,
     ) -> Log:
         """Open the log at ``path``, creating the directory if it is missing or empty.
 
         Raises ConfigError when ``path`` is a file, or a non-empty directory that is not a log.
         ``read_only`` (inspection tools) never creates, truncates, completes or writes anything,
-        and raises ConfigError unless ``path`` already is a log.
+        and raises ConfigError unless ``path`` already is a log. A writable log runs a
+        housekeeping pass every ``housekeeping_interval_ms`` (None: only ``run_housekeeping``).
         """
+        interval_ms = validate_interval(housekeeping_interval_ms)
         root = Path(path)
         if read_only:
             return cls._open_read_only(root, clock)
@@ -130,7 +135,7 @@ class Log:
                             "topic_ids": True,
                         },
                     )
-            return log
+            return log._start_housekeeping(interval_ms)
         document = json.loads(format_file.read_text())
         if document.get("format_version") != FORMAT_VERSION:
             raise ConfigError(
@@ -140,7 +145,7 @@ class Log:
         log = cls(root, clock)
         if not document.get("topic_ids"):
             log._stamp_topic_ids()
-        return log
+        return log._start_housekeeping(interval_ms)
 
     def _stamp_topic_ids(self) -> None:
         """Give every topic of a log written before topic ids its id and its partitions their
@@ -416,7 +421,45 @@ class Log:
         self.coordinator.maybe_abort_timed_out()
         return self.group_offsets.committed(group_id, partitions)
 
+    # --- housekeeping ----------------------------------------------------------------------------
+
+    def _start_housekeeping(self, interval_ms: int | None) -> Log:
+        self._housekeeper = Housekeeper(self.path, self.clock, self._open_partitions(), interval_ms)
+        return self
+
+    def _open_partitions(self) -> Callable[[], list[tuple[TopicPartition, PartitionLog]]]:
+        """The partitions this log has open, as the housekeeper asks for them: by a weak
+        reference, so that a log dropped without ``close()`` can still be collected."""
+        log = weakref.ref(self)
+
+        def partitions() -> list[tuple[TopicPartition, PartitionLog]]:
+            target = log()
+            if target is None:
+                return []
+            with target._mutex:
+                return list(target._partitions.items())
+
+        return partitions
+
+    def run_housekeeping(self) -> HousekeepingPass:
+        """Run one housekeeping pass now over the partitions this log has open: retention
+        (T-10, B-09) and producer-id expiration (P-26, P-27); see ``housekeeping``.
+
+        Never waits for a writer: skipped (``ran`` False) while another process runs a pass;
+        partitions a writer holds are listed in ``busy``. ConfigError on a read-only log.
+        """
+        self._check_writable("run_housekeeping")
+        with self._mutex:
+            if self._housekeeper is None:
+                self._housekeeper = Housekeeper(
+                    self.path, self.clock, self._open_partitions(), None
+                )
+            housekeeper = self._housekeeper
+        return housekeeper.run_once()
+
     def close(self) -> None:
+        if self._housekeeper is not None:
+            self._housekeeper.stop()  # first: a pass in progress uses the partitions
         with self._mutex:
             for log in self._partitions.values():
                 log.close()

@@ -10,6 +10,13 @@ Files are the truth; this object is a per-process cache of them:
   CRC are valid; a batch still being written is simply not there yet.
 - Opening after a crash truncates a torn tail of the active segment and rebuilds the producer
   state from the newest valid snapshot plus the log after it (P-24, X-11, X-20).
+- Retention (``retention``: T-10, B-09) deletes whole closed segments under the lock
+  (``run_housekeeping``, ``delete_old_segments``) and closes no descriptor, so readers in the
+  middle of one read on; a read below the new log start raises OffsetOutOfRangeError naming
+  the range. Segments of another process are opened without
+  ``O_CREAT``, so a reader racing retention never brings a deleted segment back; a process
+  whose newest known segment was deleted before it applied what followed jumps to the retained
+  segments and reloads producer state from a snapshot (``_skip_deleted_segments``).
 
 Offsets: ``log_end_offset`` is exclusive (the next offset to assign); ``high_watermark`` equals
 it (no replication); ``last_stable_offset`` = min(first unstable offset, log end) (B-03, B-04).
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +44,7 @@ from txn_log.errors import (
     LogLockedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    StorageError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
@@ -48,7 +57,8 @@ from txn_log.record.batch_header import (
     validate_batch,
 )
 from txn_log.record.control import ControlType, encode_control_batch
-from txn_log.storage import replay
+from txn_log.storage import replay, retention
+from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
 from txn_log.storage.partition_metadata import (
     FILE_NAME as PARTITION_METADATA_FILE,
@@ -82,6 +92,17 @@ class AppendResult:
     last_offset: int
     log_append_time_ms: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionHousekeeping:
+    """What one housekeeping round did to a partition: base offsets of the segments retention
+    deleted (ascending), ids of the producers that expired, and the log start offset after it
+    (inclusive)."""
+
+    deleted_segments: tuple[int, ...]
+    expired_producers: tuple[int, ...]
+    log_start_offset: int
 
 
 @dataclass(frozen=True)
@@ -310,14 +331,19 @@ class PartitionLog:
             )
 
     def _load_segments(self) -> None:
-        bases = sorted(
+        opened = (self._open_existing_segment(base) for base in self._segment_bases_on_disk())
+        self._segments = [segment for segment in opened if segment is not None]
+        if not self._segments:  # a new partition: its directory and first file, durably
+            self._segments = [self._open_segment(0)]
+            fsync_directory(self.directory)
+            fsync_directory(self.directory.parent)
+
+    def _segment_bases_on_disk(self) -> list[int]:
+        return sorted(
             parsed[0]
             for parsed in map(parse_offset_file_name, (p.name for p in self.directory.iterdir()))
             if parsed is not None and parsed[1] == LOG_SUFFIX
         )
-        if not bases:
-            bases = [0]
-        self._segments = [self._open_segment(base) for base in bases]
 
     def _recover(self) -> None:
         """Truncate a torn tail of the active segment, reload producer state.
@@ -365,16 +391,61 @@ class PartitionLog:
                 self._tail_position = position + header.size_in_bytes
             if self._tracks_producer_state:
                 self._producer_state.update_map_end_offset(self._end_offset)
-            next_path = self.directory / offset_file_name(self._end_offset, LOG_SUFFIX)
-            if self._end_offset == active.base_offset or not next_path.exists():
+            if self._end_offset == active.base_offset:
                 return
-            self._segments.append(self._open_segment(self._end_offset))
+            segment = self._open_existing_segment(self._end_offset)
+            if segment is None:
+                if not active.log_path.exists():
+                    self._skip_deleted_segments()
+                return
+            self._segments.append(segment)
             self._tail_position = 0
 
+    def _skip_deleted_segments(self) -> None:
+        """Jump over segments another process's retention deleted before this process applied
+        the ones after them: the gap can no longer be read, so producer state is reloaded from
+        a snapshot at or after the new log start (retention made sure one exists) plus the log.
+
+        Deletes no file, so lock-free readers may come here too.
+        """
+        bases = [b for b in self._segment_bases_on_disk() if b >= self._end_offset]
+        retained = [s for s in map(self._open_existing_segment, bases) if s is not None]
+        if not retained:
+            return  # the partition itself is gone (topic deleted)
+        logger.info(
+            "%s: segments up to offset %d were deleted by retention before this process read "
+            "them; continuing at the log start %d",
+            self.topic_partition, self._end_offset, retained[0].base_offset,
+        )  # fmt: skip
+        self._segments = retained
+        active = retained[-1]
+        self._end_offset, self._tail_position = active.next_offset, active.size
+        if self._tracks_producer_state:
+            start = self._producer_state.reload_from_snapshots(
+                retained[0].base_offset, self._end_offset
+            )
+            self._replay(start, self._end_offset)
+
     def _open_segment(self, base_offset: int) -> LogSegment:
+        """Open or create the segment at ``base_offset`` (a new segment, under the lock)."""
         return LogSegment.open(
             self.directory, base_offset, index_interval_bytes=self.config.index_interval_bytes
         )
+
+    def _open_existing_segment(self, base_offset: int) -> LogSegment | None:
+        """Open a segment found on disk, or None if it is gone (deleted by retention).
+
+        Never creates the file: a reader racing another process's retention would otherwise
+        bring a deleted segment back as an empty file, a false log start.
+        """
+        path = self.directory / offset_file_name(base_offset, LOG_SUFFIX)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot open segment {path}: {exc}") from exc
+        return LogSegment(self.directory, base_offset, fd, self.config.index_interval_bytes)
 
     def _replay(self, start_offset: int, end_offset: int) -> None:
         """Rebuild producer state from the log in [start_offset, end_offset): headers only,
@@ -565,7 +636,8 @@ class PartitionLog:
             self._segments.append(segment)
             self._tail_position = 0
             self._producer_state.update_map_end_offset(self._end_offset)
-            self._producer_state.take_snapshot()
+            if self._producer_state.take_snapshot() is None:  # which fsyncs the directory
+                fsync_directory(self.directory)  # the new file, before anything in it is acked
             return segment
 
     def append_marker(
@@ -617,10 +689,13 @@ class PartitionLog:
             if completed is not None and completed.is_aborted:
                 lso = self._producer_state.last_stable_offset_for(completed)
                 txn_index = self._segments[-1].txn_index
+                created = not txn_index.path.exists()  # B-09: made at the first abort
                 txn_index.append(
                     AbortedTxn(producer_id, completed.first_offset, marker_offset, lso)
                 )
                 txn_index.flush()  # durable before the marker: never a marker without its entry
+                if created:
+                    fsync_directory(self.directory)  # nor without the file that holds it
                 crash_point("marker.after_txn_index")  # an entry whose marker never lands
             self._append_to_active(batch, header)
             self._producer_state.update(append_info)
@@ -708,9 +783,13 @@ class PartitionLog:
             yield header, memoryview(segment.read_bytes(position, header.size_in_bytes))
 
     def _refresh_start(self) -> None:
-        """Forget segments that another process deleted (retention)."""
+        """Forget segments that another process's retention deleted.
+
+        They are not closed: a reader thread of this process may be iterating one right now;
+        its descriptors close when the last reference goes (``owned_fd``).
+        """
         while len(self._segments) > 1 and not self._segments[0].log_path.exists():
-            self._segments.pop(0).close()
+            self._segments.pop(0)
 
     def collect_aborted_txns(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions intersecting [start_offset, end_offset) (B-12 step 4)."""
@@ -743,37 +822,66 @@ class PartitionLog:
                     return found
             return None
 
-    # --- retention ------------------------------------------------------------------------------
+    # --- housekeeping: retention and producer-id expiration -----------------------------------
+
+    def run_housekeeping(self) -> PartitionHousekeeping | None:
+        """One round of Kafka's periodic log tasks for this partition: retention (T-10, B-09,
+        see ``delete_old_segments``) and producer-id expiration (P-26, P-27).
+
+        Works under the partition's lock, as an append does, but never waits for a writer:
+        returns None, having done nothing, when another process or another thread of this one
+        holds the partition's lock (an append in progress, or a writer stopped inside one), and
+        for a partition deleted since it was opened. After expiring producers it takes a
+        snapshot, so a partition opened later agrees.
+        """
+        self._check_writable("run_housekeeping")
+        try:
+            with self._write_locked(wait=False):
+                self._catch_up()
+                deleted = self._delete_old_segments()
+                expired = self._producer_state.remove_expired_producers()
+                if expired:
+                    self._producer_state.take_snapshot()
+                return PartitionHousekeeping(
+                    tuple(deleted), tuple(expired), self._segments[0].base_offset
+                )
+        except LogLockedError:
+            return None  # being written (or its writer is stopped mid-append): next round
+        except UnknownTopicOrPartitionError:
+            return None  # deleted with its topic since it was opened: nothing to keep
 
     def delete_old_segments(self) -> list[int]:
-        """Apply retention.ms / retention.bytes to closed segments (T-10); returns base offsets."""
+        """Apply retention.ms / retention.bytes now, waiting for the partition lock; returns
+        the base offsets of the deleted segments. The periodic pass uses ``run_housekeeping``.
+        """
         self._check_writable("delete_old_segments")
-        deleted: list[int] = []
         with self._write_locked():
             self._catch_up()
-            self._refresh_start()
-            now = self._clock.time_ms()
-            total = sum(s.size for s in self._segments)
-            while len(self._segments) > 1:
-                oldest = self._segments[0]
-                expired = (
-                    self.config.retention_ms >= 0
-                    and oldest.max_timestamp is not None
-                    and now - oldest.max_timestamp > self.config.retention_ms
-                )
-                oversize = (
-                    self.config.retention_bytes >= 0
-                    and total - oldest.size >= self.config.retention_bytes
-                )
-                if not (expired or oversize):
-                    break
-                total -= oldest.size
-                self._segments.pop(0)
-                oldest.delete()
-                deleted.append(oldest.base_offset)
-            if deleted:
-                self._producer_state.delete_snapshots_before(self.log_start_offset)
-        return deleted
+            return self._delete_old_segments()
+
+    def _delete_old_segments(self) -> list[int]:
+        """Delete the oldest segments while retention applies (``retention``); the caller holds
+        the lock. Producer state is kept (Kafka since KIP-360): a snapshot at or after the new
+        log start makes sure a process that opens the partition later has it too."""
+        self._refresh_start()
+        count = retention.deletable_segments(
+            self.topic_partition.topic,
+            self._segments,
+            self.config,
+            self._clock.time_ms(),
+            self._producer_state.first_unstable_offset(),
+        )
+        log_start = self._segments[count].base_offset
+        deleted, retained = self._segments[:count], self._segments[count:]
+        if deleted:
+            latest = self._producer_state.latest_snapshot_offset()
+            if latest is None or latest <= log_start:  # opening drops those at the log start
+                self._producer_state.take_snapshot()
+            self._segments = retained
+            self._producer_state.delete_snapshots_before(log_start)
+            retention.unlink_segments(self.directory, deleted)
+        retention.remove_orphan_indexes(self.directory, log_start)
+        return [segment.base_offset for segment in deleted]
 
     def close(self) -> None:
         with self._mutex:
