@@ -1,5 +1,5 @@
 """A topic's identity survives re-creation (Kafka's topic id): no write is ever acknowledged
-into a topic that another process deleted (DESIGN §2-3, G-01, G-04).
+into a topic that another process deleted (DESIGN §2-3; Kafka's topic ids, KIP-516).
 
 A producer process keeps partition ``t-0`` open (its files and its cached state) while another
 process deletes ``t`` and creates a new ``t``. Whatever the producer is told afterwards, an
