@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from txn_log.errors import OffsetOutOfRangeError
+from txn_log.errors import ConfigError, OffsetOutOfRangeError
 from txn_log.read_committed import AbortedTxnFilter, IsolationLevel
 from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.topic_partition import TopicPartition
@@ -105,13 +105,19 @@ class Consumer:
         end_offset: int | None = None,
         max_records: int | None = None,
     ) -> list[ConsumerRecord]:
-        """Records in [start_offset, min(end_offset, end a read can reach)), in offset order.
+        """Records in [start_offset, min(end_offset, end a read can reach)), in offset order,
+        at most ``max_records`` of them (None: no limit; 0: none, the range still checked).
 
         A range that ends on a marker or inside an aborted transaction simply yields fewer
-        records; it never waits.
+        records; it never waits. ConfigError for a ``max_records`` that is not None or an
+        int >= 0.
         """
+        _check_max_records(max_records)
         out: list[ConsumerRecord] = []
         tp = topic_partition
+        if max_records == 0:
+            self._plan(tp, start_offset, end_offset)  # the same errors as any other read
+            return out
         for header, records in self.iter_record_batches(tp, start_offset, end_offset):
             columns = records.to_pydict()
             timestamp_type = header.timestamp_type
@@ -164,6 +170,15 @@ class Consumer:
             )
         end = readable_end if end_offset is None else min(end_offset, readable_end)
         return plog, start_offset, end
+
+
+def _check_max_records(max_records: object) -> None:
+    if max_records is None:
+        return
+    if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 0:
+        raise ConfigError(
+            f"max_records must be None or an int >= 0 (0 reads nothing), got {max_records!r}"
+        )
 
 
 def iter_deliverable_batches(

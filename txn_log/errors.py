@@ -77,6 +77,22 @@ class UnknownTopicOrPartitionError(ConfigError):
     code = 3
 
 
+class UnknownTopicIdError(UnknownTopicOrPartitionError):
+    """UNKNOWN_TOPIC_ID (100): the partition this process had open was deleted with its topic.
+
+    A write into it would land in a deleted file: it is refused, never acknowledged.
+    """
+
+    code = 100
+
+
+class InconsistentTopicIdError(UnknownTopicOrPartitionError):
+    """INCONSISTENT_TOPIC_ID (103): the topic was deleted and re-created under the same name;
+    the partition this process had open belongs to the deleted one (a new topic id now)."""
+
+    code = 103
+
+
 class InvalidTopicError(ConfigError):
     """INVALID_TOPIC_EXCEPTION (17): a topic name outside Kafka's rule."""
 
@@ -117,6 +133,18 @@ class InvalidTimestampError(ConfigError):
     """INVALID_TIMESTAMP (32)."""
 
     code = 32
+
+
+class InvalidGroupIdError(ConfigError):
+    """INVALID_GROUP_ID (24): an empty group id, or one over the protocol's 32,767 UTF-8 bytes."""
+
+    code = 24
+
+
+class OffsetMetadataTooLargeError(ConfigError):
+    """OFFSET_METADATA_TOO_LARGE (12): offset metadata over ``offset.metadata.max.bytes``."""
+
+    code = 12
 
 
 class OutOfOrderSequenceError(FatalError):
@@ -183,6 +211,18 @@ class ExpectedOffsetMismatchError(AbortableError):
     """
 
     code = None
+
+
+class TransactionAbortableError(AbortableError):
+    """TRANSACTION_ABORTABLE (120, KIP-1050): a send, flush or offset commit of the current
+    transaction failed, so it may lack a record; the producer allows only
+    ``abort_transaction()`` (then a new transaction) until it is aborted.
+
+    Raised by every other call of a producer in that state, chained (``__cause__``) to the
+    error that failed the transaction: Kafka's TransactionManager ABORTABLE_ERROR state.
+    """
+
+    code = 120
 
 
 class LogLockedError(RetriableError):

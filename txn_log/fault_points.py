@@ -5,6 +5,10 @@ A test process started with ``TXNLOG_CRASH_POINT=<name>`` kills *itself* with SI
 of a commit at which a real process dies, with no exception, no ``finally`` and no flush. In
 every other process this is one comparison against None.
 
+With ``TXNLOG_CRASH_SIGNAL=STOP`` the process stops itself (SIGSTOP) instead of dying: a
+writer frozen at that step, holding whatever locks it holds there, until the parent sends
+SIGCONT or SIGKILL (readers must not wait on it, DESIGN §3).
+
 With ``TXNLOG_CRASH_SCOPE=group`` it kills its session leader's process group and its own
 instead: a Spark driver started in a session of its own dies with its JVM and every Python
 worker, as when the machine running the driver fails (the data source's commit runs in a
@@ -12,7 +16,10 @@ Python worker of the JVM, not in the driver's own Python process).
 
 Points: ``txn.after_prepare``, ``txn.between_markers``, ``txn.before_complete`` (commit and
 abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (batch commit);
-``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written).
+``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written);
+``append.before_write`` (a data batch validated under the partition lock, not yet written);
+``producer_ids.after_temp_fsync`` and ``producer_ids.after_rename`` (a producer-id block file
+written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``).
 """
 
 from __future__ import annotations
@@ -24,14 +31,19 @@ import signal
 _ARMED = os.environ.get("TXNLOG_CRASH_POINT") or None
 _remaining = int(os.environ.get("TXNLOG_CRASH_AFTER", "1"))
 _GROUP = os.environ.get("TXNLOG_CRASH_SCOPE") == "group"
+_STOP = os.environ.get("TXNLOG_CRASH_SIGNAL") == "STOP"
 
 
 def crash_point(name: str) -> None:
-    """SIGKILL this process here if the environment armed ``name``."""
+    """SIGKILL (or SIGSTOP) this process here if the environment armed ``name``."""
     global _remaining
     if _ARMED is None or name != _ARMED:
         return
     _remaining -= 1
+    if _STOP:
+        if _remaining == 0:  # once: the process goes on after SIGCONT
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return
     if _remaining <= 0:
         if _GROUP:
             # the session leader's group (the driver and its JVM), then our own group (PySpark's

@@ -42,6 +42,26 @@ class FileLock:
             self._thread_lock.release()
             raise
 
+    def try_acquire(self) -> bool:
+        """Acquire without waiting: False, holding nothing, when another thread of this process
+        or another process holds the lock (housekeeping skips such a partition for a round)."""
+        if not self._thread_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._depth == 0:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                    self._close_fd = owned_fd(self, self._fd)
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._depth += 1
+            return True
+        except BlockingIOError:
+            self._thread_lock.release()
+            return False
+        except BaseException:
+            self._thread_lock.release()
+            raise
+
     def release(self) -> None:
         self._depth -= 1
         if self._depth == 0 and self._fd is not None:

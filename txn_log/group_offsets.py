@@ -10,8 +10,19 @@ Records use Kafka's own offset-commit layout, so its tools can read them:
 Plain commits are ordinary appends. Transactional commits (``send_offsets_to_transaction``)
 are appended as *transactional* batches of the committing producer (origin COORDINATOR: epoch
 checked, no sequence, O-03), so they become visible exactly when the transaction's COMMIT
-marker lands and never after an ABORT (O-04, O-05): ``committed`` reads the partition with
-read_committed, which gives that for free. Each process caches what it has read.
+marker lands and never after an ABORT (O-04, O-05).
+
+Reading is the group coordinator's job, not a consumer's: ``GroupOffsetStore`` reads the
+partition up to its *log end*, control batches included, and keeps the transactional offsets
+pending per producer id until that producer's marker (``group_metadata``), as Kafka's group
+coordinator does. It does not stop at the last stable offset: that bound (B-05) is for
+read_committed consumers of a partition, and applied here it would let one group's open
+transaction hide every offset committed after it, by any group, until that transaction ends.
+
+Validation comes first (STYLE 3): group ids, offsets and metadata that Kafka's OffsetCommit
+would refuse raise typed errors before anything is written or registered with the coordinator
+(INVALID_GROUP_ID: empty or over the int16 string's 32,767 UTF-8 bytes; OFFSET_METADATA_TOO_LARGE:
+over ``offset.metadata.max.bytes``, Kafka's default 4,096 bytes; offsets int64 ≥ 0).
 """
 
 from __future__ import annotations
@@ -22,18 +33,29 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from txn_log.errors import ConfigError, CorruptRecordError
-from txn_log.read_committed import IsolationLevel
+from txn_log.errors import (
+    ConfigError,
+    CorruptRecordError,
+    InvalidGroupIdError,
+    OffsetMetadataTooLargeError,
+    TxnLogError,
+)
+from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata
 from txn_log.storage.producer_append_info import AppendOrigin
-from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC
+from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, validate_topic_name
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from txn_log.log import Log
+    from txn_log.record.batch_header import BatchHeader
 
 OFFSETS_PARTITION = TopicPartition(CONSUMER_OFFSETS_TOPIC, 0)
 KEY_VERSION = 1
 VALUE_VERSION = 3
+MAX_GROUP_ID_BYTES = 32_767  # the protocol's int16-length string
+MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
+MAX_INT32 = (1 << 31) - 1
+MAX_INT64 = (1 << 63) - 1
 _INT16 = struct.Struct(">h")
 _PARTITION = struct.Struct(">i")
 _VALUE_FIXED = struct.Struct(
@@ -54,8 +76,85 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
 
 
-def _string(text: str) -> bytes:
-    data = text.encode()
+# --- validation (before anything is written) --------------------------------------------------
+
+
+def _preview(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
+
+
+def _utf8(text: str, error: type[TxnLogError], what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as cause:
+        raise error(f"{what} {_preview(text)} is not valid UTF-8: {cause.reason}") from None
+
+
+def validate_group_id(group_id: object, where: str = "") -> str:
+    """``group_id`` if Kafka would accept it: a non-empty string of at most 32,767 UTF-8 bytes
+    (INVALID_GROUP_ID). ``where`` names the partition in messages, when there is one."""
+    suffix = f" (committing {where})" if where else ""
+    if not isinstance(group_id, str) or not group_id:
+        raise InvalidGroupIdError(f"group id must be a non-empty string, got {group_id!r}{suffix}")
+    size = len(_utf8(group_id, InvalidGroupIdError, "group id"))
+    if size > MAX_GROUP_ID_BYTES:
+        raise InvalidGroupIdError(
+            f"group id {_preview(group_id)} is {size} bytes of UTF-8{suffix}; at most "
+            f"{MAX_GROUP_ID_BYTES} bytes fit the protocol's int16 string"
+        )
+    return group_id
+
+
+def validate_offset(tp: TopicPartition | str, committed: OffsetAndMetadata) -> None:
+    """Refuse what Kafka's OffsetCommit refuses, naming ``tp`` (a partition or a description):
+    an offset outside int64 ≥ 0, a leader epoch outside -1..int32, metadata that is not a string
+    or is over 4,096 UTF-8 bytes (OFFSET_METADATA_TOO_LARGE)."""
+    offset, epoch, metadata = committed.offset, committed.leader_epoch, committed.metadata
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise ConfigError(f"offset {offset!r} for {tp} must be an integer ≥ 0")
+    if offset > MAX_INT64:
+        raise ConfigError(f"offset {offset} for {tp} does not fit an int64 (max {MAX_INT64})")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or not -1 <= epoch <= MAX_INT32:
+        raise ConfigError(f"leader epoch {epoch!r} for {tp} must be -1 or an int32 ≥ 0")
+    if not isinstance(metadata, str):
+        raise ConfigError(f"offset metadata for {tp} must be a str, got {type(metadata).__name__}")
+    size = len(_utf8(metadata, OffsetMetadataTooLargeError, f"offset metadata for {tp}"))
+    if size > MAX_METADATA_BYTES:
+        raise OffsetMetadataTooLargeError(
+            f"offset metadata for {tp} is {size} bytes of UTF-8; at most {MAX_METADATA_BYTES} "
+            "(Kafka's offset.metadata.max.bytes default)"
+        )
+
+
+def _validate_partition(tp: object) -> TopicPartition:
+    if not isinstance(tp, TopicPartition):
+        raise ConfigError(f"offsets must be keyed by TopicPartition, got {tp!r}")
+    validate_topic_name(tp.topic)
+    if tp.partition > MAX_INT32:
+        raise ConfigError(f"partition {tp.partition} of {tp.topic!r} does not fit an int32")
+    return tp
+
+
+def normalize_offsets(
+    offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Accept plain ints or OffsetAndMetadata; refuse, naming the partition, anything Kafka's
+    OffsetCommit would refuse (see ``validate_offset``). Changes nothing."""
+    if not isinstance(offsets, Mapping):
+        raise ConfigError(f"offsets must be a mapping of TopicPartition to offset, got {offsets!r}")
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, committed in offsets.items():
+        _validate_partition(tp)
+        om = committed if isinstance(committed, OffsetAndMetadata) else OffsetAndMetadata(committed)
+        validate_offset(tp, om)
+        out[tp] = om
+    return out
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+def _string(data: bytes) -> bytes:
     return _INT16.pack(len(data)) + data
 
 
@@ -68,18 +167,27 @@ def _read_string(buf: bytes, position: int) -> tuple[str, int]:
 
 
 def encode_key(group_id: str, topic_partition: TopicPartition) -> bytes:
+    """OffsetCommitKey v1; a typed error (never a raw struct.error) for what does not fit."""
+    validate_group_id(group_id, str(topic_partition))
+    _validate_partition(topic_partition)
     return (
         _INT16.pack(KEY_VERSION)
-        + _string(group_id)
-        + _string(topic_partition.topic)
+        + _string(group_id.encode())
+        + _string(topic_partition.topic.encode())
         + _PARTITION.pack(topic_partition.partition)
     )
 
 
-def encode_value(committed: OffsetAndMetadata, commit_timestamp_ms: int) -> bytes:
+def encode_value(
+    committed: OffsetAndMetadata,
+    commit_timestamp_ms: int,
+    topic_partition: TopicPartition | None = None,
+) -> bytes:
+    """OffsetCommitValue v3; a typed error naming ``topic_partition`` for what does not fit."""
+    validate_offset(topic_partition or "an offset commit", committed)
     return (
         _VALUE_FIXED.pack(VALUE_VERSION, committed.offset, committed.leader_epoch)
-        + _string(committed.metadata)
+        + _string(committed.metadata.encode())
         + _TIMESTAMP.pack(commit_timestamp_ms)
     )
 
@@ -108,33 +216,22 @@ def decode_record(
     return group_id, tp, OffsetAndMetadata(offset, metadata, leader_epoch)
 
 
-def normalize_offsets(
-    offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
-) -> dict[TopicPartition, OffsetAndMetadata]:
-    """Accept plain ints or OffsetAndMetadata; refuse negative offsets naming the partition."""
-    out: dict[TopicPartition, OffsetAndMetadata] = {}
-    for tp, committed in offsets.items():
-        om = committed if isinstance(committed, OffsetAndMetadata) else OffsetAndMetadata(committed)
-        if not isinstance(om.offset, int) or om.offset < 0:
-            raise ConfigError(f"offset {om.offset!r} for {tp} must be an integer ≥ 0")
-        out[tp] = om
-    return out
-
-
-def validate_group_id(group_id: object) -> str:
-    if not isinstance(group_id, str) or not group_id:
-        raise ConfigError(f"group id must be a non-empty string, got {group_id!r}")
-    return group_id
+# --- the store -------------------------------------------------------------------------------
 
 
 class GroupOffsetStore:
-    """Reads and writes group offsets of one log. Thread-safe."""
+    """Reads and writes group offsets of one log.
+
+    Thread-safe: one mutex guards the cache and its catch-up. Process-safe like every reader:
+    it takes no lock, and reads only whole batches below the partition's log end, so it sees a
+    prefix of what other processes appended and catches up on the next call (DESIGN §3).
+    """
 
     def __init__(self, log: Log) -> None:
         self._log = log
         self._mutex = threading.Lock()
         self._applied = 0  # offsets partition position read so far (exclusive)
-        self._cache: dict[tuple[str, TopicPartition], OffsetAndMetadata] = {}
+        self._groups = GroupMetadata()
 
     def encode_batch(
         self,
@@ -150,7 +247,7 @@ class GroupOffsetStore:
 
         now = self._log.clock.time_ms()
         records = [
-            (encode_key(group_id, tp), encode_value(om, now), now, ())
+            (encode_key(group_id, tp), encode_value(om, now, tp), now, ())
             for tp, om in sorted(offsets.items())
         ]
         return encode_records(
@@ -176,36 +273,67 @@ class GroupOffsetStore:
     def committed(
         self, group_id: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """The group's committed offsets (None where it has none), read_committed."""
+        """The group's committed offsets (None where it has none): plain commits and those of
+        committed transactions; never those of open or aborted ones (O-04)."""
         validate_group_id(group_id)
         with self._mutex:
             self._catch_up()
-            return {tp: self._cache.get((group_id, tp)) for tp in partitions}
+            return {tp: self._groups.committed((group_id, tp)) for tp in partitions}
 
     def groups(self) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
         """Every group with its committed offsets."""
         with self._mutex:
             self._catch_up()
             out: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-            for (group_id, tp), om in sorted(self._cache.items()):
+            for (group_id, tp), om in sorted(self._groups.all_committed().items()):
                 out.setdefault(group_id, {})[tp] = om
             return out
 
     def _catch_up(self) -> None:
-        consumer = self._log.consumer(IsolationLevel.READ_COMMITTED)
-        end = consumer.end_offset(OFFSETS_PARTITION)
-        if end <= self._applied:
+        """Apply every batch from ``_applied`` to the log end, in log order (O-05).
+
+        A batch is decoded whole before any of it is applied, and ``_applied`` moves past it
+        only then, so a corrupt batch raises and leaves the cache as it was before that batch.
+        """
+        plog = self._log.partition_log(OFFSETS_PARTITION)
+        end = plog.log_end_offset
+        start = max(self._applied, plog.log_start_offset)  # retention may have removed a prefix
+        if end <= start:
             return
-        for _, records in consumer.iter_record_batches(OFFSETS_PARTITION, self._applied, end):
-            for key, value in zip(
-                records.column("key").to_pylist(), records.column("value").to_pylist(), strict=True
-            ):
-                decoded = decode_record(key, value)
-                if decoded is None:
-                    continue
+        for header, batch in plog.read(start, end):
+            if header.next_offset <= self._applied:
+                continue
+            if header.is_control:
+                self._apply_marker(header, batch)
+            else:
+                self._apply_commits(header, batch)
+            self._applied = header.next_offset
+
+    def _apply_marker(self, header: BatchHeader, batch: memoryview) -> None:
+        from txn_log.record.batch_header import is_crc_valid
+        from txn_log.record.control import ControlType
+        from txn_log.storage.replay import read_control_record
+
+        if not is_crc_valid(batch, header):
+            raise CorruptRecordError(
+                f"{OFFSETS_PARTITION}: control batch at offset {header.base_offset} fails its "
+                "CRC-32C check"
+            )
+        marker = read_control_record(header, batch)
+        if marker.control_type in (ControlType.COMMIT, ControlType.ABORT):
+            self._groups.complete_pending_txn(
+                header.producer_id, marker.control_type is ControlType.COMMIT
+            )
+
+    def _apply_commits(self, header: BatchHeader, batch: memoryview) -> None:
+        from txn_log.record.codec import iter_records
+
+        commits = []
+        for record in iter_records(batch):
+            decoded = decode_record(record.key, record.value)
+            if decoded is not None:
                 group_id, tp, om = decoded
-                if om is None:
-                    self._cache.pop((group_id, tp), None)
-                else:
-                    self._cache[(group_id, tp)] = om
-        self._applied = end
+                commits.append(((group_id, tp), CommitRecordMetadataAndOffset(record.offset, om)))
+        producer_id = header.producer_id if header.is_transactional else None
+        for key, commit in commits:
+            self._groups.on_offset_commit(key, commit, producer_id)

@@ -7,6 +7,9 @@
 Topic metadata is written atomically (temp file, fsync, rename, directory fsync) under the log's
 own lock; every process re-reads it when it meets a topic or partition it does not know yet, so
 topics and partitions created by other processes are picked up without restarting.
+
+A writable ``Log`` runs housekeeping (retention, producer-id expiration) for the partitions it
+has open, periodically and on demand (``housekeeping``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +32,17 @@ from txn_log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txn_log.file_lock import FileLock
+from txn_log.housekeeping import (
+    DEFAULT_HOUSEKEEPING_INTERVAL_MS,
+    Housekeeper,
+    HousekeepingPass,
+    validate_interval,
+)
 from txn_log.producer_id_manager import ProducerIdManager
-from txn_log.storage.partition_log import PartitionLog
+from txn_log.storage.durable_file import fsync_directory, write_durably
+from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
+from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
+from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
 from txn_log.topic_config import (
     INTERNAL_TOPICS,
     TopicConfig,
@@ -53,22 +66,9 @@ MAX_PARTITIONS = 10_000
 
 
 def write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
-    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole."""
-    # a short temporary name: a 249-character topic name plus suffixes would pass NAME_MAX
-    tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}")
-    data = json.dumps(document, sort_keys=True, indent=1).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole,
+    and a machine crash does not undo it (``durable_file``). Raises StorageError."""
+    write_durably(path, json.dumps(document, sort_keys=True, indent=1).encode())
 
 
 class Log:
@@ -86,17 +86,25 @@ class Log:
         self.producer_ids = ProducerIdManager(path)
         self._coordinator: TransactionCoordinator | None = None
         self._group_offsets: GroupOffsetStore | None = None
+        self._housekeeper: Housekeeper | None = None
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK, read_only: bool = False
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        read_only: bool = False,
+        housekeeping_interval_ms: int | None = DEFAULT_HOUSEKEEPING_INTERVAL_MS,
     ) -> Log:
         """Open the log at ``path``, creating the directory if it is missing or empty.
 
         Raises ConfigError when ``path`` is a file, or a non-empty directory that is not a log.
         ``read_only`` (inspection tools) never creates, truncates, completes or writes anything,
-        and raises ConfigError unless ``path`` already is a log.
+        and raises ConfigError unless ``path`` already is a log. A writable log runs a
+        housekeeping pass every ``housekeeping_interval_ms`` (None: only ``run_housekeeping``).
         """
+        interval_ms = validate_interval(housekeeping_interval_ms)
         root = Path(path)
         if read_only:
             return cls._open_read_only(root, clock)
@@ -121,16 +129,42 @@ class Log:
                             log.create_topic(internal, internal=True)
                     write_json_atomically(
                         format_file,
-                        {"format_version": FORMAT_VERSION, "created_ms": clock.time_ms()},
+                        {
+                            "format_version": FORMAT_VERSION,
+                            "created_ms": clock.time_ms(),
+                            "topic_ids": True,
+                        },
                     )
-            return log
+            return log._start_housekeeping(interval_ms)
         document = json.loads(format_file.read_text())
         if document.get("format_version") != FORMAT_VERSION:
             raise ConfigError(
                 f"{format_file}: format_version {document.get('format_version')!r} is not "
                 f"supported; this build reads version {FORMAT_VERSION}"
             )
-        return cls(root, clock)
+        log = cls(root, clock)
+        if not document.get("topic_ids"):
+            log._stamp_topic_ids()
+        return log._start_housekeeping(interval_ms)
+
+    def _stamp_topic_ids(self) -> None:
+        """Give every topic of a log written before topic ids its id and its partitions their
+        ``partition.metadata`` (once, under the log lock; the format file records it)."""
+        format_file = self.path / FORMAT_FILE
+        with self._lock:
+            document = json.loads(format_file.read_text())
+            if document.get("topic_ids"):
+                return
+            for name in self.topics(include_internal=True):
+                meta = json.loads(self._meta_path(name).read_text())
+                topic_id = meta.get("topic_id") or new_topic_id()
+                for partition in range(meta["partitions"]):
+                    directory = self.path / TopicPartition(name, partition).directory_name
+                    if directory.is_dir() and not (directory / PARTITION_METADATA_FILE).exists():
+                        write_partition_metadata(directory, topic_id)
+                if meta.get("topic_id") != topic_id:
+                    write_json_atomically(self._meta_path(name), {**meta, "topic_id": topic_id})
+            write_json_atomically(format_file, {**document, "topic_ids": True})
 
     @classmethod
     def _open_read_only(cls, root: Path, clock: Clock) -> Log:
@@ -162,62 +196,97 @@ class Log:
             raise InvalidTopicError(f"topic name {name!r} is reserved for txnlog's internal use")
         self._validate_partition_count(name, partitions)
         topic_config = TopicConfig.from_mapping(config)
-        with self._mutex, self._lock:
+        with self._lock:
             meta_path = self._meta_path(name)
             if meta_path.exists():
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists in {self.path}")
+            topic_id = new_topic_id()
             for partition in range(partitions):
-                (self.path / TopicPartition(name, partition).directory_name).mkdir(exist_ok=True)
+                self._make_partition_directory(TopicPartition(name, partition), topic_id)
             document = {
                 "name": name,
+                "topic_id": topic_id,
                 "partitions": partitions,
                 "config": topic_config.to_mapping(),
                 "created_ms": self.clock.time_ms(),
             }
             write_json_atomically(meta_path, document)
-            self._topics[name] = document
+            with self._mutex:
+                self._topics[name] = document
         for partition in range(partitions):  # every partition starts with its first segment
             self.partition_log(TopicPartition(name, partition))
+
+    def _make_partition_directory(self, tp: TopicPartition, topic_id: str) -> None:
+        """An empty partition directory stamped with its topic id; the caller holds the log
+        lock. Leftovers of a deletion or creation that a crash interrupted are removed first:
+        a new topic never inherits an old one's segments."""
+        directory = self.path / tp.directory_name
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir()
+        write_partition_metadata(directory, topic_id)
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks)."""
         self._validate_partition_count(name, total)
-        with self._mutex, self._lock:
-            document = dict(self._read_topic(name))
+        with self._lock:
+            document = dict(self._read_topic(name, refresh=True))
             if total <= document["partitions"]:
                 raise InvalidPartitionsError(
                     f"topic {name!r} has {document['partitions']} partitions; the new count "
                     f"must be larger, got {total}"
                 )
             for partition in range(document["partitions"], total):
-                (self.path / TopicPartition(name, partition).directory_name).mkdir(exist_ok=True)
+                tp = TopicPartition(name, partition)
+                self._make_partition_directory(tp, document["topic_id"])
             document["partitions"] = total
             write_json_atomically(self._meta_path(name), document)
-            self._topics[name] = document
+            with self._mutex:
+                self._topics[name] = document
 
     def delete_topic(self, name: str) -> int:
         """Delete a topic and all its data; returns the number of partitions removed.
 
         The metadata file goes first, so no process finds the topic while its partitions are
-        being removed. Internal topics cannot be deleted, nor a topic an open transaction has
+        being removed. Each partition is then removed under its own lock, its
+        ``partition.metadata`` first: a writer in another process that still has the partition
+        open either appended before (its data is deleted with the topic) or finds the identity
+        gone and writes nothing (UnknownTopicIdError) — never an acknowledged write into a
+        deleted file. Internal topics cannot be deleted, nor a topic an open transaction has
         written to (ConcurrentTransactionsError): the coordinator is held meanwhile, so none
-        can start writing to it either.
+        can start writing to it either. Cached partitions are dropped, not closed: a reader
+        thread may still be reading their files (descriptors close when it lets go).
         """
         self._check_writable(f"delete_topic({name!r})")
         if name in INTERNAL_TOPICS:
             raise InvalidTopicError(f"topic {name!r} is internal to txnlog and cannot be deleted")
         self._read_topic(name, refresh=True)  # unknown topic: that error, before the guard's
-        with self.coordinator.topic_deletion_guard(name), self._mutex, self._lock:
+        with self.coordinator.topic_deletion_guard(name), self._lock:
             count = int(self._read_topic(name, refresh=True)["partitions"])
             self._meta_path(name).unlink()
-            self._topics.pop(name, None)
+            fsync_directory(self.path / TOPICS_DIR)
+            with self._mutex:
+                self._topics.pop(name, None)
             for partition in range(count):
                 tp = TopicPartition(name, partition)
-                cached = self._partitions.pop(tp, None)
-                if cached is not None:
-                    cached.close()
-                shutil.rmtree(self.path / tp.directory_name, ignore_errors=True)
+                self._delete_partition_directory(self.path / tp.directory_name)
+                with self._mutex:
+                    self._partitions.pop(tp, None)
             return count
+
+    @staticmethod
+    def _delete_partition_directory(directory: Path) -> None:
+        """Remove one partition directory under the partition's lock (see ``delete_topic``)."""
+        if not directory.is_dir():
+            return
+        lock = FileLock(directory / LOCK_FILE)
+        try:
+            with lock:
+                (directory / PARTITION_METADATA_FILE).unlink(missing_ok=True)
+                fsync_directory(directory)
+                shutil.rmtree(directory, ignore_errors=True)
+        finally:
+            lock.close()
 
     def _check_writable(self, operation: str) -> None:
         if self.read_only:
@@ -267,11 +336,19 @@ class Log:
     # --- partitions ------------------------------------------------------------------------------
 
     def partition_log(self, topic_partition: TopicPartition) -> PartitionLog:
-        """The (cached) PartitionLog of an existing partition."""
+        """The (cached) PartitionLog of an existing partition.
+
+        A cached partition whose topic was deleted, or deleted and re-created, since it was
+        opened is dropped (one ``stat``): the answer is always the partition of the topic
+        that exists now, or UnknownTopicOrPartitionError.
+        """
         with self._mutex:
             cached = self._partitions.get(topic_partition)
             if cached is not None:
-                return cached
+                if cached.is_current():
+                    return cached
+                del self._partitions[topic_partition]  # not closed: readers may hold it
+                self._read_topic(topic_partition.topic, refresh=True)
             count = self._read_topic(topic_partition.topic)["partitions"]
             if topic_partition.partition >= count:
                 count = self._read_topic(topic_partition.topic, refresh=True)["partitions"]
@@ -280,15 +357,24 @@ class Log:
                     f"partition {topic_partition.partition} of topic {topic_partition.topic!r} "
                     f"does not exist; valid partitions are 0..{count - 1}"
                 )
-            opener = PartitionLog.open_read_only if self.read_only else PartitionLog.open
-            log = opener(
-                self.path / topic_partition.directory_name,
-                topic_partition,
-                self.topic_config(topic_partition.topic),
-                clock=self.clock,
+            config = self.topic_config(topic_partition.topic)
+        # opened outside the mutex: other threads' partitions are not held up by its I/O
+        directory = self.path / topic_partition.directory_name
+        if self.read_only:
+            opened = PartitionLog.open_read_only(
+                directory, topic_partition, config, clock=self.clock
             )
-            self._partitions[topic_partition] = log
-            return log
+        else:
+            opened = PartitionLog.open(
+                directory, topic_partition, config, clock=self.clock, create=False
+            )
+        with self._mutex:
+            raced = self._partitions.get(topic_partition)
+            if raced is not None and raced.is_current():
+                opened.close()  # another thread opened it meanwhile; nobody has seen ours
+                return raced
+            self._partitions[topic_partition] = opened
+            return opened
 
     # --- clients ---------------------------------------------------------------------------------
 
@@ -335,7 +421,45 @@ class Log:
         self.coordinator.maybe_abort_timed_out()
         return self.group_offsets.committed(group_id, partitions)
 
+    # --- housekeeping ----------------------------------------------------------------------------
+
+    def _start_housekeeping(self, interval_ms: int | None) -> Log:
+        self._housekeeper = Housekeeper(self.path, self.clock, self._open_partitions(), interval_ms)
+        return self
+
+    def _open_partitions(self) -> Callable[[], list[tuple[TopicPartition, PartitionLog]]]:
+        """The partitions this log has open, as the housekeeper asks for them: by a weak
+        reference, so that a log dropped without ``close()`` can still be collected."""
+        log = weakref.ref(self)
+
+        def partitions() -> list[tuple[TopicPartition, PartitionLog]]:
+            target = log()
+            if target is None:
+                return []
+            with target._mutex:
+                return list(target._partitions.items())
+
+        return partitions
+
+    def run_housekeeping(self) -> HousekeepingPass:
+        """Run one housekeeping pass now over the partitions this log has open: retention
+        (T-10, B-09) and producer-id expiration (P-26, P-27); see ``housekeeping``.
+
+        Never waits for a writer: skipped (``ran`` False) while another process runs a pass;
+        partitions a writer holds are listed in ``busy``. ConfigError on a read-only log.
+        """
+        self._check_writable("run_housekeeping")
+        with self._mutex:
+            if self._housekeeper is None:
+                self._housekeeper = Housekeeper(
+                    self.path, self.clock, self._open_partitions(), None
+                )
+            housekeeper = self._housekeeper
+        return housekeeper.run_once()
+
     def close(self) -> None:
+        if self._housekeeper is not None:
+            self._housekeeper.stop()  # first: a pass in progress uses the partitions
         with self._mutex:
             for log in self._partitions.values():
                 log.close()

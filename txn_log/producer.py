@@ -11,24 +11,33 @@ a fresh producer id on the first send (P-06). With one, ``init_transactions()`` 
 older instance (C-24), and the first write to each partition registers it with the coordinator
 before any data is written (C-16, C-38).
 
+``send()`` checks every field before it buffers the record (``producer_record``), and a
+buffered record leaves its buffer only once the batch holding it was appended: a failed flush
+loses none. A batch that compression grew past ``max.message.bytes`` is split and appended in
+parts, in order, with consecutive sequences (Kafka's producer splits and re-enqueues it).
+
 A fatal error (fenced, out-of-order sequence) makes the producer unusable: every later call
-raises it again (P-13, C-40). Not thread-safe: one thread drives one producer (C-39).
+raises it again (P-13, C-40). Any other failure of ``send()``, ``flush()`` or
+``send_offsets_to_transaction()`` inside a transaction leaves it *abortable only*, as Kafka's
+TransactionManager ABORTABLE_ERROR: every later call but ``abort_transaction()`` and
+``close()`` raises TransactionAbortableError chained to that failure, so a transaction that
+may lack a record never commits. Not thread-safe: one thread drives one producer (C-39).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from txn_log.errors import (
     ConfigError,
     FatalError,
     FencedError,
     InvalidTxnStateError,
-    RecordTooLargeError,
+    TransactionAbortableError,
     TxnLogError,
     UnknownTopicOrPartitionError,
 )
@@ -39,7 +48,23 @@ from txn_log.group_offsets import (
     validate_group_id,
 )
 from txn_log.partitioner import partition_for_key
+from txn_log.producer_record import (
+    BytesLike,
+    ProducerRecord,
+    check_destination,
+    record_body_size,
+    record_size,
+    validate_record,
+)
 from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.record_accumulator import (
+    MAX_BATCH_BYTES,
+    PartitionBuffer,
+    check_record_fits,
+    drop_too_large,
+    encode_producer_batch,
+    split_count,
+)
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_partition import TopicPartition
@@ -48,18 +73,19 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from txn_log.log import Log
+    from txn_log.storage.partition_log import PartitionLog
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 DEFAULT_BATCH_SIZE = 512 * 1024
-RECORD_OVERHEAD = 32  # a generous bound on one record's varints and attributes (F-23)
-Header = tuple[str, "bytes | None"]
+SEQUENCE_MODULUS = 1 << 31  # sequences wrap at int32 max (P-12)
 
 
 class _State(Enum):
     UNINITIALIZED = "uninitialized"
     READY = "ready"
     IN_TRANSACTION = "in transaction"
+    ABORTABLE_ERROR = "abortable error"  # only abort_transaction() and close() are allowed
     FATAL = "fatal error"
     CLOSED = "closed"
 
@@ -78,14 +104,6 @@ class _TopicMetadata:
     partitions: int
     max_message_bytes: int
     read_ms: int
-
-
-@dataclass
-class _Buffer:
-    records: list[tuple[bytes | None, bytes | None, int, tuple[Header, ...]]] = field(
-        default_factory=list
-    )
-    size: int = 0
 
 
 class Producer:
@@ -123,12 +141,14 @@ class Producer:
         self.producer_epoch = -1
         self._state = _State.UNINITIALIZED
         self._fatal: TxnLogError | None = None
+        self._abortable: BaseException | None = None  # what failed the transaction
         self._sequences: dict[TopicPartition, int] = {}
-        self._buffers: dict[TopicPartition, _Buffer] = {}
+        self._buffers: dict[TopicPartition, PartitionBuffer] = {}
         self._txn_partitions: set[TopicPartition] = set()
         self._txn_started_ms = -1
         self._round_robin = itertools.count()
         self._written: set[TopicPartition] = set()
+        self._topic_ids: dict[TopicPartition, str | None] = {}  # of the partitions written
 
     # --- life cycle ------------------------------------------------------------------------------
 
@@ -164,8 +184,10 @@ class Producer:
         self._call(self._end_txn, True)
 
     def abort_transaction(self) -> None:
-        """Drop what is buffered, then EndTxn(ABORT) (C-37)."""
-        self._require(_State.IN_TRANSACTION, "abort_transaction()")
+        """Drop what is buffered, then EndTxn(ABORT) (C-37); the only call a transaction in
+        the abortable error state allows, and it returns the producer to READY."""
+        if self._state is not _State.ABORTABLE_ERROR:
+            self._require(_State.IN_TRANSACTION, "abort_transaction()")
         self._buffers.clear()
         self._call(self._end_txn, False)
 
@@ -175,6 +197,7 @@ class Producer:
                 self._transactional_id(), self.producer_id, self.producer_epoch, commit
             )
         self._state = _State.READY
+        self._abortable = None
         self._txn_partitions.clear()
 
     def close(self) -> None:
@@ -189,43 +212,72 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
+        value: BytesLike | None,
+        key: BytesLike | None = None,
         partition: int | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: Sequence[tuple[str, BytesLike | None]] | None = None,
         timestamp_ms: int | None = None,
     ) -> TopicPartition:
         """Buffer one record; returns the partition it goes to (murmur2 of the key, or
-        round-robin for null keys, unless ``partition`` is given)."""
+        round-robin for null keys, unless ``partition`` is given).
+
+        Every field is checked before anything is buffered (``producer_record``): the topic
+        must exist and not be internal, and the record alone must make a batch within the
+        topic's max.message.bytes, compressed when the codec could grow it past that (F-09).
+        A refused record raises a typed ConfigError naming the partition (or topic) and the
+        field. A full buffer is appended first; if that fails it stays buffered and this
+        record is not buffered. Inside a transaction any failure leaves the producer
+        abortable only (see the module doc).
+        """
         self._check_usable()
         if self.transactional_id is not None and self._state is not _State.IN_TRANSACTION:
             raise InvalidTxnStateError(
                 f"send() to {topic!r} outside a transaction: a transactional producer must call "
                 "begin_transaction() first"
             )
+        try:
+            return self._send(topic, value, key, partition, headers, timestamp_ms)
+        except BaseException as error:
+            self._maybe_abortable(error)
+            raise
+
+    def _send(
+        self,
+        topic: object,
+        value: object,
+        key: object,
+        partition: object,
+        headers: object,
+        timestamp_ms: object,
+    ) -> TopicPartition:
         if self._txn_started_ms >= 0:
             self._call(self._check_transaction_timeout)  # one clock read unless it has expired
-        tp = self._partition_for(topic, key, partition)
-        record_headers = tuple(headers or ())
-        size = (
-            len(key or b"")
-            + len(value or b"")
-            + RECORD_OVERHEAD
-            + sum(len(k) + len(v or b"") + 8 for k, v in record_headers)
+        name, chosen = (
+            (topic, partition)  # a topic is cached only after it passed check_destination
+            if type(topic) is str
+            and topic in self._topics
+            and (partition is None or type(partition) is int)
+            else check_destination(topic, partition)
         )
-        max_bytes = self._metadata(topic).max_message_bytes
-        if size + HEADER_SIZE > max_bytes:
-            raise RecordTooLargeError(
-                f"record of about {size} bytes for {tp} cannot fit in one batch of at most "
-                f"max.message.bytes={max_bytes} bytes (F-09)"
-            )
-        buffer = self._buffers.setdefault(tp, _Buffer())
-        if buffer.records and buffer.size + size > min(self.batch_size, max_bytes - HEADER_SIZE):
-            self._call(self._drain, tp)
-            buffer = self._buffers.setdefault(tp, _Buffer())
-        timestamp = self._log.clock.time_ms() if timestamp_ms is None else timestamp_ms
-        buffer.records.append((key, value, timestamp, record_headers))
-        buffer.size += size
+        now_ms = self._log.clock.time_ms() if timestamp_ms is None else -1
+        record = validate_record(name, chosen, key, value, timestamp_ms, headers, now_ms)
+        tp = self._partition_for(name, record.key, chosen)
+        body = record_body_size(record)
+        max_bytes = self._topics[name].max_message_bytes  # fresh: _partition_for read it
+        buffer = self._buffers.get(tp)
+        size = record_size(body, 0, 0) if buffer is None else buffer.next_size(record, body)
+        check_record_fits(tp, record, body, size, max_bytes, self.compression, self._encode)
+        limit = min(self.batch_size, max_bytes - HEADER_SIZE)
+        if buffer is not None and buffer.records and buffer.size + size > limit:
+            try:
+                self._call(self._drain, tp)  # appends all of it or raises
+            except TxnLogError as error:
+                error.add_note(f"send() to {tp} did not buffer its record: the full buffer failed")
+                raise
+            buffer, size = None, record_size(body, 0, 0)
+        if buffer is None:
+            buffer = self._buffers[tp] = PartitionBuffer()
+        buffer.add(record, body, size)
         return tp
 
     def _metadata(self, topic: str, *, refresh: bool = False) -> _TopicMetadata:
@@ -286,36 +338,88 @@ class Producer:
             )
 
     def flush(self) -> list[RecordMetadata]:
-        """Append every buffered batch and make it durable (fsync) before returning."""
+        """Append every buffered record and make it durable (fsync) before returning.
+
+        On an error, the records not appended yet stay buffered for the next flush, except a
+        record that can never be written (``_drain``); inside a transaction the producer is
+        then abortable only.
+        """
         self._check_usable()
-        results = []
-        for tp in list(self._buffers):
-            results.extend(self._call(self._drain, tp))
-        flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
+        try:
+            results = []
+            for tp in list(self._buffers):
+                results.extend(self._call(self._drain, tp))
+            flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
+        except BaseException as error:
+            self._maybe_abortable(error)
+            raise
         self._written.clear()
         return results
 
     def _drain(self, tp: TopicPartition) -> list[RecordMetadata]:
-        buffer = self._buffers.pop(tp, None)
+        """Append ``tp``'s buffered records, oldest first, in batches within the partition's
+        max.message.bytes (F-09). Records leave the buffer only once their batch is appended,
+        so a failed append loses none (STYLE 3).
+
+        A batch that compression grew past the limit is split and the parts appended in order,
+        each with the next sequence (P-08, P-09), as Kafka's producer splits and re-enqueues a
+        batch the broker found too large. A record too large even alone (the topic's limit
+        shrank after ``send()`` checked it) is dropped with RecordTooLargeError naming it; the
+        records after it stay buffered.
+        """
+        buffer = self._buffers.get(tp)
         if buffer is None or not buffer.records:
+            self._buffers.pop(tp, None)
             return []
         if self.producer_id < 0:
             self.producer_id, self.producer_epoch = self._log.coordinator.init_producer_id(None, 0)
         if self.transactional_id is not None:
-            self._register_partitions([tp, *self._buffers])
-        sequence = self._sequences.get(tp, 0)
-        batch = self._encode(buffer, sequence)
-        result = self._log.partition_log(tp).append(batch)
-        self._sequences[tp] = (sequence + len(buffer.records)) % (1 << 31)
-        self._written.add(tp)
-        return [RecordMetadata(tp, result.base_offset, result.last_offset)]
+            self._register_partitions(t for t, b in self._buffers.items() if b.records)
+        plog = self._partition_log_for_drain(tp, buffer)
+        if self._topic_ids.setdefault(tp, plog.topic_id) != plog.topic_id:
+            # the topic was deleted and re-created: a new partition, which has never seen this
+            # producer, so its sequence starts again at 0 (P-10: an unknown producer starts at 0)
+            self._sequences.pop(tp, None)
+            self._topic_ids[tp] = plog.topic_id
+        limit = min(plog.config.max_message_bytes, MAX_BATCH_BYTES)
+        results = []
+        count = len(buffer.records)
+        while buffer.records:
+            count = min(count, len(buffer.records))
+            sequence = self._sequences.get(tp, 0)
+            batch = self._encode(buffer.records[:count], sequence)
+            if len(batch) > limit:
+                if count == 1:
+                    raise drop_too_large(tp, buffer, len(batch), limit, self.compression)
+                count = split_count(count, len(batch), limit)
+                continue
+            result = plog.append(batch)
+            self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
+            self._written.add(tp)
+            buffer.remove_head(count)
+            results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
+        del self._buffers[tp]
+        return results
 
-    def _encode(self, buffer: _Buffer, sequence: int) -> bytes:
-        """One batch of the buffered records: the columnar encoder when no record has headers
-        (whole-batch work on Arrow buffers), the per-record one otherwise."""
-        from txn_log.record.codec import encode_batch, encode_records
+    def _partition_log_for_drain(self, tp: TopicPartition, buffer: PartitionBuffer) -> PartitionLog:
+        """``tp``'s log. When the partition is gone (its topic was deleted), the idempotent
+        producer drops its records, naming how many, instead of failing every later flush;
+        a transactional one keeps them until the abort its error requires."""
+        try:
+            return self._log.partition_log(tp)
+        except UnknownTopicOrPartitionError as error:
+            if self.transactional_id is not None:
+                raise
+            count = len(buffer.records)
+            del self._buffers[tp]
+            raise UnknownTopicOrPartitionError(
+                f"{error}; the {count} record(s) buffered for {tp} were dropped"
+            ) from error
 
-        settings: dict[str, Any] = dict(
+    def _encode(self, records: list[ProducerRecord], sequence: int) -> bytes:
+        """One batch of ``records`` with this producer's id, epoch and codec."""
+        return encode_producer_batch(
+            records,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=sequence,
@@ -323,20 +427,6 @@ class Producer:
             compression=self.compression,
             now_ms=self._log.clock.time_ms(),
         )
-        if any(record[3] for record in buffer.records):
-            return encode_records(buffer.records, **settings)
-        import pyarrow as pa
-
-        keys, values, timestamps, _ = zip(*buffer.records, strict=True)
-        columns = pa.record_batch(
-            [
-                pa.array(keys, pa.binary()),
-                pa.array(values, pa.binary()),
-                pa.array(timestamps, pa.int64()),
-            ],
-            names=["key", "value", "timestamp"],
-        )
-        return encode_batch(columns, **settings)
 
     def send_offsets_to_transaction(
         self,
@@ -346,9 +436,13 @@ class Producer:
         """Commit ``offsets`` (next offsets to read) for ``group_id`` inside the transaction:
         visible only if it commits (C-35, O-02..O-04)."""
         self._require(_State.IN_TRANSACTION, "send_offsets_to_transaction()")
-        validate_group_id(group_id)
-        normalized = normalize_offsets(offsets)
-        self._call(self._send_offsets, normalized, group_id)
+        try:
+            validate_group_id(group_id)
+            normalized = normalize_offsets(offsets)
+            self._call(self._send_offsets, normalized, group_id)
+        except BaseException as error:
+            self._maybe_abortable(error)
+            raise
 
     def _send_offsets(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], group_id: str
@@ -387,6 +481,14 @@ class Producer:
             )
         if self._state is _State.CLOSED:
             raise InvalidTxnStateError(f"producer {self.transactional_id!r} is closed")
+        if self._state is _State.ABORTABLE_ERROR:
+            error = self._abortable
+            raise TransactionAbortableError(
+                f"transactional producer {self.transactional_id!r} (producer id "
+                f"{self.producer_id}, epoch {self.producer_epoch}): a call in its transaction "
+                f"failed with {type(error).__name__}: {error}; the transaction may lack a "
+                "record, so only abort_transaction() is allowed, then a new transaction"
+            ) from error
 
     def _require(self, state: _State, call: str) -> None:
         self._check_usable()
@@ -395,6 +497,15 @@ class Producer:
                 f"{call} on producer {self.transactional_id!r} in state {self._state.value}; "
                 f"it needs state {state.value}"
             )
+
+    def _maybe_abortable(self, error: BaseException) -> None:
+        """After ``error`` failed send(), flush() or send_offsets_to_transaction(): inside a
+        transaction, unless the producer became fatal, the transaction is abortable only
+        (Kafka's maybeTransitionToErrorState): whatever failed, a record (or offset) the caller
+        meant for it may be missing."""
+        if self._state is _State.IN_TRANSACTION:
+            self._state = _State.ABORTABLE_ERROR
+            self._abortable = error
 
     def _call(self, method: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run ``method``; a fenced or fatal error poisons the producer (P-13, C-40)."""

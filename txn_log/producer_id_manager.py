@@ -1,8 +1,15 @@
 """Producer id allocation: unique for the life of a log directory (P-01, P-02, M-13).
 
 Each process reserves a block of ids at a time from ``producer-ids`` (next free id, int64, and
-its CRC-32C), under the file's own lock, and hands them out from memory. A process that dies
-loses the rest of its block; ids are never handed out twice, which is all P-02 asks.
+its CRC-32C), under the file's own lock, and hands them out from memory (M-13: blocks keep the
+cost of uniqueness off the common path). A process that dies loses the rest of its block; ids
+are never handed out twice, which is all P-02 asks.
+
+The block is reserved durably before any id of it is handed out: the new file is written with
+the engine's durable-write rule (``durable_file``: temp file, fsync, rename, directory fsync).
+Without the directory fsync a machine crash could undo the rename, and the next process would
+reserve the same block again. Crash points ``producer_ids.after_temp_fsync`` and
+``producer_ids.after_rename`` let tests kill a process between the steps.
 
     producer-ids file:  version int16 (=0) | next_free_id int64 | crc uint32 (CRC-32C of the 10
                         bytes before it)
@@ -10,7 +17,6 @@ loses the rest of its block; ids are never handed out twice, which is all P-02 a
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 from pathlib import Path
@@ -19,6 +25,7 @@ import crc32c
 
 from txn_log.errors import CorruptRecordError
 from txn_log.file_lock import FileLock
+from txn_log.storage.durable_file import write_durably
 
 RECORD = struct.Struct(
     ">"
@@ -51,18 +58,12 @@ class ProducerIdManager:
             return producer_id
 
     def _reserve_block(self) -> int:
+        """The first id of a block now durably reserved for this process (P-02)."""
         with self._lock:
             start = self._read_next_free()
             payload = struct.pack(">hq", VERSION, start + self._block_size)
             data = payload + struct.pack(">I", crc32c.crc32c(payload))
-            tmp = self._path.with_suffix(".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._path)
+            write_durably(self._path, data, fault_name="producer_ids")
             return start
 
     def _read_next_free(self) -> int:

@@ -80,6 +80,10 @@ class LogView:
     def latest_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self.latest(tp) for tp in partitions}
 
+    def topic_id(self, topic_partition: TopicPartition) -> str | None:
+        """The id of the topic the partition belongs to now (Kafka's topic id, KIP-516)."""
+        return self._log.partition_log(topic_partition).topic_id
+
     # --- transactions ----------------------------------------------------------------------------
 
     def aborted_txns(self, offset_range: OffsetRange) -> tuple[AbortedTxn, ...]:

@@ -40,7 +40,9 @@ class TxnLogInputPartition(InputPartition):
     """Read offsets ``[start, end)`` of one partition of the log at ``path``.
 
     ``aborted_txns`` holds every aborted transaction overlapping the range (empty under
-    read_uncommitted, which delivers aborted records too).
+    read_uncommitted, which delivers aborted records too). ``topic_id`` is the id of the topic
+    the range was planned on: a topic deleted and created again under the same name since is
+    data loss, never a source of records for offsets planned on the old one.
     """
 
     path: str
@@ -52,6 +54,7 @@ class TxnLogInputPartition(InputPartition):
     include_headers: bool
     fail_on_data_loss: bool
     aborted_txns: tuple[AbortedTxn, ...] = ()
+    topic_id: str | None = None
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -94,7 +97,7 @@ def _open(p: TxnLogInputPartition) -> PartitionLog | None:
     directory = Path(p.path) / p.topic_partition.directory_name
     config = TopicConfig()  # reading needs no topic config: segment files describe themselves
     try:
-        return PartitionLog.open_for_reading(directory, p.topic_partition, config)
+        plog = PartitionLog.open_for_reading(directory, p.topic_partition, config)
     except UnknownTopicOrPartitionError:
         report_data_loss(
             p.fail_on_data_loss,
@@ -102,6 +105,15 @@ def _open(p: TxnLogInputPartition) -> PartitionLog | None:
             f"before offsets [{p.start}, {p.end}) were read",
         )
         return None
+    if p.topic_id is not None and plog.topic_id != p.topic_id:
+        plog.close()
+        report_data_loss(
+            p.fail_on_data_loss,
+            f"{p.topic_partition}: its topic was deleted and re-created (topic id {p.topic_id} "
+            f"is now {plog.topic_id}) before offsets [{p.start}, {p.end}) were read",
+        )
+        return None
+    return plog
 
 
 def _readable_range(p: TxnLogInputPartition, plog: PartitionLog) -> tuple[int, int]:

@@ -83,6 +83,7 @@ def _input_partition(
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         aborted_txns=view.aborted_txns(offset_range),
+        topic_id=view.topic_id(tp),
     )
 
 

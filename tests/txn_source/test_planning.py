@@ -239,6 +239,25 @@ def test_a_topic_deleted_after_planning_is_data_loss_at_read_time(log: Log) -> N
         plan.plan(start, start)  # the next plan reports it too
 
 
+def test_a_topic_recreated_after_planning_is_data_loss_not_the_new_topics_records(
+    log: Log,
+) -> None:
+    """The plan names the topic id it read (Kafka's topic id): a task whose topic was deleted
+    and created again, with as many offsets as planned, must not read the new topic's records
+    as if they were the old ones."""
+    commit(log, "a", [b"old-0", b"old-1"])
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    tasks = plan.plan(start, plan.latest_offset(start, AdmissionLimit()))
+    log.delete_topic("t")
+    log.create_topic("t", partitions=2)
+    commit(log, "b", [b"new-0", b"new-1", b"new-2"])
+    with pytest.raises(OffsetOutOfRangeError, match="re-created"):
+        values(tasks)
+    lenient = [dataclasses.replace(t, fail_on_data_loss=False) for t in tasks]
+    assert values(lenient) == []
+
+
 def test_a_dead_transaction_whose_batch_was_torn_off_ends_before_the_plan(tmp_path: Path) -> None:
     """A producer died mid-append: recovery cut its only batch off, so no partition shows its
     transaction open, but the coordinator does (C-25, C-26: it times out and is aborted).

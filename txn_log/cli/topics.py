@@ -1,12 +1,20 @@
-"""``txnlog topics create|list|describe|delete`` (kafka-topics for an embedded log)."""
+"""``txnlog topics create|list|describe|delete`` (kafka-topics for an embedded log).
+
+``describe`` shows what retention left of each partition (log start offset, segments, bytes),
+the retention settings in force and when a housekeeping pass last ran in the log directory
+(``txn_log.housekeeping``; retention runs in the processes that have the log open for writing).
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 from typing import Any
 
 from txn_log.cli.common import EXIT_OK, UsageError, add_action, emit_json, emit_table, open_log
+from txn_log.housekeeping import last_pass_ms
 from txn_log.log import Log
+from txn_log.storage.retention import applies_to
 from txn_log.topic_partition import TopicPartition
 
 
@@ -28,7 +36,7 @@ def add_parser(subparsers: Any) -> None:
     add_action(
         actions,
         "describe",
-        "partitions, offsets, LSO, sizes, configs",
+        "partitions, offsets, LSO, sizes, retention, configs",
         run_describe,
         "topic?",
         json=True,
@@ -82,27 +90,41 @@ def describe_partition(log: Log, tp: TopicPartition) -> dict[str, Any]:
     }
 
 
+RETENTION_KEYS = ("retention.ms", "retention.bytes")
+NEVER_DELETED = dict.fromkeys(RETENTION_KEYS, -1)  # internal topics: replayed from the start
+
+
 def run_describe(args: argparse.Namespace) -> int:
     log = open_log(args.path)
     topics = [args.topic] if args.topic else log.topics()
+    housekeeping = {"last_pass_ms": last_pass_ms(log.path)}
     described: list[dict[str, Any]] = []
     for topic in topics:
         partitions = [describe_partition(log, tp) for tp in log.partitions(topic)]
+        configs = log.topic_config(topic).to_mapping()
         described.append(
             {
                 "topic": topic,
-                "config": log.topic_config(topic).to_mapping(),
+                "config": configs,
+                "retention": (
+                    {key: configs[key] for key in RETENTION_KEYS}
+                    if applies_to(topic)
+                    else NEVER_DELETED
+                ),
+                "housekeeping": housekeeping,
                 "partitions": partitions,
             }
         )
     if args.json:
         emit_json(described)
         return EXIT_OK
+    print(f"LastHousekeeping: {format_time(housekeeping['last_pass_ms'])}")
     for entry in described:
         config = ", ".join(f"{k}={v}" for k, v in sorted(entry["config"].items()))
+        retention = ", ".join(f"{k}={v}" for k, v in entry["retention"].items())
         print(
             f"Topic: {entry['topic']}  PartitionCount: {len(entry['partitions'])}  "
-            f"Configs: {config}"
+            f"Retention: {retention}  Configs: {config}"
         )
         emit_table(
             entry["partitions"],
@@ -118,6 +140,14 @@ def run_describe(args: argparse.Namespace) -> int:
             ],
         )
     return EXIT_OK
+
+
+def format_time(ms: int | None) -> str:
+    """``ms`` since the epoch as UTC ISO 8601, or "never"."""
+    if ms is None:
+        return "never"
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return f"{moment.isoformat(timespec='milliseconds')} ({ms} ms)"
 
 
 def run_delete(args: argparse.Namespace) -> int:

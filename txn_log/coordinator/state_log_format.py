@@ -68,7 +68,7 @@ from txn_log.coordinator.transaction_metadata import (
     TransactionMetadata,
 )
 from txn_log.coordinator.transaction_state import TransactionState, is_persistable, state_name
-from txn_log.errors import CorruptRecordError
+from txn_log.errors import ConfigError, CorruptRecordError
 
 TXN_LOG_KEY_VERSION = 0
 TXN_LOG_VALUE_VERSION = 0
@@ -200,7 +200,7 @@ StateLogEntry = TransactionLogEntry | BatchCommitEntry
 def _string(value: str, what: str) -> bytes:
     raw = value.encode("utf-8")
     if len(raw) > MAX_STRING_BYTES:
-        raise ValueError(f"{what} is {len(raw)} bytes, at most {MAX_STRING_BYTES} fit")
+        raise ConfigError(f"{what} is {len(raw)} bytes, at most {MAX_STRING_BYTES} fit")
     return STRING_LENGTH.pack(len(raw)) + raw
 
 

@@ -50,12 +50,18 @@ from txn_log.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
     InvalidTxnStateError,
+    LogLockedError,
     ProducerFencedError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
-from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.group_offsets import (
+    OFFSETS_PARTITION,
+    OffsetAndMetadata,
+    normalize_offsets,
+    validate_group_id,
+)
 from txn_log.record.control import ControlType
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.producer_append_info import AppendOrigin
@@ -146,7 +152,7 @@ class TransactionCoordinator:
 
     # --- completing transactions (C-19) ------------------------------------------------------
 
-    def _write_markers(self, metadata: TransactionMetadata) -> None:
+    def _write_markers(self, metadata: TransactionMetadata, *, wait: bool = True) -> None:
         """A marker to every partition of the transaction, then one group fsync of them all:
         COMPLETE_* is written only once every marker is durable (C-19)."""
         control = (
@@ -174,14 +180,16 @@ class TransactionCoordinator:
                 producer_epoch=metadata.producer_epoch,
                 coordinator_epoch=COORDINATOR_EPOCH,
                 sync=False,
+                wait=wait,
             )
             written.append(plog)
         flush_all(written)
 
-    def _complete(self, metadata: TransactionMetadata) -> TransactionMetadata:
-        """Markers, then COMPLETE_* (a prepared transaction only)."""
+    def _complete(self, metadata: TransactionMetadata, *, wait: bool = True) -> TransactionMetadata:
+        """Markers, then COMPLETE_* (a prepared transaction only). ``wait=False``: a partition
+        being written raises LogLockedError, leaving the transaction prepared (C-22)."""
         crash_point("txn.after_prepare")
-        self._write_markers(metadata)
+        self._write_markers(metadata, wait=wait)
         crash_point("txn.before_complete")
         completed = metadata.prepare_complete(self._clock.time_ms())
         # C-19: COMPLETE need not be durable: if it is lost, recovery writes the (already
@@ -189,14 +197,14 @@ class TransactionCoordinator:
         self._write_metadata(completed, sync=False)
         return completed
 
-    def _complete_pending(self) -> None:
+    def _complete_pending(self, *, wait: bool = True) -> None:
         pending = self._state.pending_completions()
         for metadata in pending.transactions:
-            self._complete(metadata)
+            self._complete(metadata, wait=wait)
         for batch in pending.batches:
-            self._complete_batch(batch)
+            self._complete_batch(batch, wait=wait)
 
-    def _abort_timed_out(self) -> None:
+    def _abort_timed_out(self, *, wait: bool = True) -> None:
         now = self._clock.time_ms()
         if now - self._last_expiration_check < EXPIRATION_CHECK_INTERVAL_MS:
             return
@@ -205,16 +213,40 @@ class TransactionCoordinator:
         for metadata in expired.timed_out:  # C-25: bump the epoch, abort with it (P-18)
             fenced = metadata.prepare_fence_and_abort(now)
             self._write_metadata(fenced)
-            self._complete(fenced)
+            self._complete(fenced, wait=wait)
         for transactional_id in expired.expirable_ids:  # C-27: a tombstone
             self._write([TransactionLogEntry(transactional_id, None)])
 
     def maybe_abort_timed_out(self) -> None:
-        """Abort transactions past their timeout (rate-limited; cheap when nothing is due)."""
+        """Abort transactions past their timeout (rate-limited; cheap when nothing is due).
+
+        Called by readers (planning a read_committed read, ``Log.committed``), so it never
+        waits (DESIGN §3: readers never wait on writers): when another thread or process holds
+        the coordinator, or a partition an abort must mark is being written, it does nothing
+        now. The holder, or the next caller, does it: whatever this pass began (a
+        PREPARE_ABORT) is finished by whoever next holds the coordinator (C-22). A writer
+        frozen while holding the coordinator is the transaction timeout's concern for the
+        writers that come after it, not a reason to block readers.
+        """
+        if self._log.read_only:
+            return
         if self._clock.time_ms() - self._last_expiration_check < EXPIRATION_CHECK_INTERVAL_MS:
             return
-        with self._locked():
-            pass
+        if not self._mutex.acquire(blocking=False):
+            return
+        try:
+            if not self._lock.try_acquire():
+                return
+            try:
+                self._catch_up()
+                self._complete_pending(wait=False)
+                self._abort_timed_out(wait=False)
+            except LogLockedError as busy:
+                logger.debug("timed-out transactions left for later: %s", busy)
+            finally:
+                self._lock.release()
+        finally:
+            self._mutex.release()
 
     # --- the producer-facing requests (C-14..C-18) -------------------------------------------
 
@@ -358,7 +390,12 @@ class TransactionCoordinator:
         transaction must still belong to the listed producer id and epoch and be open (or
         empty: a task that wrote nothing); otherwise nothing is committed and the error names
         the transaction. The single PREPARE_COMMIT batch record is the commit point.
+        The group id and offsets are validated before it (a bad one written there would make
+        every roll-forward fail).
         """
+        if group_id is not None:
+            validate_group_id(group_id)
+            normalize_offsets({TopicPartition(t, p): o for t, p, o in offsets})
         with self._locked() as state:
             if state.is_batch_committed(sink_id, batch_id):
                 return False
@@ -403,12 +440,12 @@ class TransactionCoordinator:
             )
         return metadata
 
-    def _complete_batch(self, batch: BatchCommitEntry) -> None:
+    def _complete_batch(self, batch: BatchCommitEntry, *, wait: bool = True) -> None:
         """Roll a prepared batch forward: its transactions, its offsets, then COMPLETE."""
         for ref in batch.transactions:
             metadata = self._state.metadata(ref.transactional_id)
             if metadata is not None and metadata.state is TransactionState.PREPARE_COMMIT:
-                self._complete(metadata)
+                self._complete(metadata, wait=wait)
         if batch.group_id is not None and batch.offsets:
             offsets = {TopicPartition(t, p): OffsetAndMetadata(o) for t, p, o in batch.offsets}
             self._log.group_offsets.commit(batch.group_id, offsets)

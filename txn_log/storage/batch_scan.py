@@ -9,21 +9,35 @@ Offsets are not covered by the CRC (F-11: the base offset is outside it), so the
 that offsets move forward and fit the segment (``base_offset ≤ offsets ≤ base_offset + 2^31 - 1``).
 A CRC-valid batch whose offsets do not is corruption wherever it sits: ``CorruptRecordError``.
 
-``find_valid_batch_after`` tells a torn tail (nothing valid after the first invalid batch) from
-corruption in the middle (a valid batch still follows), by searching every byte position after
-the invalid batch for the start of a valid one: candidates are positions whose magic byte is 2,
-confirmed by length, offsets and CRC.
+``find_valid_batch_after`` tells a torn tail (nothing of the log after the first invalid batch)
+from corruption in the middle (a batch of the log still follows). A value may itself hold a
+serialized record batch (mirrored or archived Kafka data) that passes every check a batch of the
+log passes, so the judgment follows the framing from the last good batch, never the bytes alone
+(issue 12). At the invalid batch at position P, declaring S bytes in all:
+
+- S ≥ the 61-byte header (the frame is plausible): [P, P+S) is that batch's own bytes. When
+  P+S runs past the end of the file, everything from P is one torn batch (a writer died inside
+  it), whatever it contains; when it fits, the batch is damaged and a following batch is looked
+  for from P+S on (at exactly P+S first, then at every byte after it). A valid batch at Q inside
+  [P, P+S) is taken as following only if the bytes [P, Q) pass the CRC stored at P: then P was a
+  whole batch and its length prefix, which the CRC does not cover (F-26), is what is damaged.
+- S below the header size (the frame is lost): the search starts right after P.
+
+The search confirms a candidate (a byte position whose magic byte is 2) by its length, offsets
+and CRC-32C (F-25).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from txn_log.errors import CorruptRecordError
 from txn_log.record.batch_header import (
+    ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,
+    CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -156,23 +170,70 @@ def check_offsets(
 def find_valid_batch_after(
     fd: int, position: int, file_size: int, *, base_offset: int, min_base_offset: int
 ) -> int | None:
-    """The first position after ``position`` where a complete valid batch starts, else None.
+    """Where the first batch of the log after the invalid batch at ``position`` starts, else
+    None (a torn tail): judged by the framing of the module docstring.
 
     A candidate must have magic 2, a length that fits the file, offsets ≥ ``min_base_offset``
     that fit the segment, and a correct CRC. Cost: one pass over the bytes after ``position``,
     plus a CRC per candidate; it only runs once an invalid batch was found.
     """
-    chunk_start = position + 1
-    while chunk_start + HEADER_SIZE <= file_size:
+    prefix = pread_fully(fd, LOG_OVERHEAD, position)
+    declared = -1  # no length prefix at all
+    if len(prefix) == LOG_OVERHEAD:
+        declared = int.from_bytes(prefix[BATCH_LENGTH_OFFSET:], "big", signed=True) + LOG_OVERHEAD
+    if declared < HEADER_SIZE:  # no frame: search right after
+        return _search(fd, position + 1, file_size, file_size, base_offset, min_base_offset)
+    own_end = position + declared
+    inside = _search(
+        fd,
+        position + 1,
+        min(own_end, file_size),
+        file_size,
+        base_offset,
+        min_base_offset,
+        accept=lambda candidate: _is_whole_batch(fd, position, candidate),
+    )
+    if inside is not None or own_end >= file_size:
+        return inside
+    return _search(fd, own_end, file_size, file_size, base_offset, min_base_offset)
+
+
+def _search(
+    fd: int,
+    start: int,
+    limit: int,
+    file_size: int,
+    base_offset: int,
+    min_base_offset: int,
+    accept: Callable[[int], bool] | None = None,
+) -> int | None:
+    """The first position in [start, limit) where a complete valid batch starts (and that
+    ``accept``, if given, accepts), else None."""
+    chunk_start = start
+    while chunk_start < limit and chunk_start + HEADER_SIZE <= file_size:
         chunk = pread_fully(fd, CHUNK_BYTES + HEADER_SIZE, chunk_start)
         index = chunk.find(_MAGIC_BYTE, MAGIC_OFFSET)
         while index != -1 and index - MAGIC_OFFSET < CHUNK_BYTES:
             candidate = chunk_start + index - MAGIC_OFFSET
-            if _is_valid_batch_at(fd, candidate, file_size, base_offset, min_base_offset):
+            if candidate >= limit:
+                return None
+            if _is_valid_batch_at(fd, candidate, file_size, base_offset, min_base_offset) and (
+                accept is None or accept(candidate)
+            ):
                 return candidate
             index = chunk.find(_MAGIC_BYTE, index + 1)
         chunk_start += CHUNK_BYTES
     return None
+
+
+def _is_whole_batch(fd: int, position: int, end: int) -> bool:
+    """Whether [position, end) is one batch whose stored CRC matches, whatever its length
+    prefix says (the prefix is not covered by the CRC)."""
+    if end - position < HEADER_SIZE:
+        return False
+    batch = pread_fully(fd, end - position, position)
+    stored = int.from_bytes(batch[CRC_OFFSET:ATTRIBUTES_OFFSET], "big")
+    return compute_crc(batch) == stored
 
 
 def ensure_torn_tail(
@@ -188,8 +249,9 @@ def ensure_torn_tail(
 ) -> None:
     """Raise CorruptRecordError unless the invalid bytes at ``position`` are a torn tail.
 
-    They are a torn tail when no valid batch starts anywhere after them, and the segment may
-    have one (``allow_torn_tail``: only the last segment of a partition may).
+    They are a torn tail when no batch of the log follows them (``find_valid_batch_after``:
+    judged by the framing, so a torn value holding a record batch is still a torn tail), and
+    the segment may have one (``allow_torn_tail``: only the last segment of a partition may).
     """
     if not allow_torn_tail:
         raise CorruptRecordError(

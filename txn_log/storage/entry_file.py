@@ -17,13 +17,17 @@ Invariants and process safety:
   ``append`` writes after the last whole entry, over a torn one, so entries stay aligned.
 - A file created lazily (``create=False``) does not exist until the first append; until then it
   reads as empty (B-09).
-- Not thread-safe: one object per thread, or an outside lock.
+- Thread-safe: one lock per object serialises catching up and writing. Threads that read
+  without the partition lock (every read's offset lookup) once cached the same new entries
+  twice, and an appender of the same process then wrote its entry at a wrong place (issue 12).
+  The returned entries only grow in place or are replaced, so they may be read outside it.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -53,6 +57,7 @@ class EntryFile(Generic[E]):
         self._ino: int | None = None
         self._entries: list[E] = []
         self._last_raw = b""  # bytes of the last cached entry, to notice a rewrite underneath
+        self._lock = threading.RLock()  # guards the fields above and the file's end
         if create:
             self._writable_fd()
 
@@ -64,29 +69,30 @@ class EntryFile(Generic[E]):
 
     def refresh(self) -> Sequence[E]:
         """Catch up with the file and return the cached entries (do not mutate the result)."""
-        try:
-            stat = os.stat(self.path)
-        except FileNotFoundError:
-            self._forget()
+        with self._lock:
+            try:
+                stat = os.stat(self.path)
+            except FileNotFoundError:
+                self._forget()
+                return self._entries
+            if self._fd is None or stat.st_ino != self._ino:
+                self._forget()
+                self._fd = os.open(self.path, os.O_RDWR)
+                self._close_fd = owned_fd(self, self._fd)
+                self._ino = os.fstat(self._fd).st_ino
+            size = self.entry_size
+            aligned = stat.st_size - stat.st_size % size
+            cached = len(self._entries) * size
+            if aligned < cached:
+                self._load(0, aligned)
+            elif aligned > cached:
+                start = max(cached - size, 0)
+                chunk = self._pread(start, aligned - start)
+                if cached and chunk[:size] != self._last_raw:
+                    self._load(0, aligned)  # rewritten underneath (truncated, then grown again)
+                else:
+                    self._extend(chunk[size:] if cached else chunk)
             return self._entries
-        if self._fd is None or stat.st_ino != self._ino:
-            self._forget()
-            self._fd = os.open(self.path, os.O_RDWR)
-            self._close_fd = owned_fd(self, self._fd)
-            self._ino = os.fstat(self._fd).st_ino
-        size = self.entry_size
-        aligned = stat.st_size - stat.st_size % size
-        cached = len(self._entries) * size
-        if aligned < cached:
-            self._load(0, aligned)
-        elif aligned > cached:
-            start = max(cached - size, 0)
-            chunk = self._pread(start, aligned - start)
-            if cached and chunk[:size] != self._last_raw:
-                self._load(0, aligned)  # rewritten underneath (truncated, then grown again)
-            else:
-                self._extend(chunk[size:] if cached else chunk)
-        return self._entries
 
     def read_raw(self) -> bytes:
         """The whole file as it is now, torn tail included (b"" if it does not exist)."""
@@ -103,60 +109,70 @@ class EntryFile(Generic[E]):
 
     def append(self, entry: tuple[Any, ...]) -> E:
         """Append one entry after the last whole one (overwriting a torn last entry)."""
-        self.refresh()
-        raw = self._layout.pack(*entry)
-        fd = self._writable_fd()
-        end = len(self._entries) * self.entry_size
-        try:
-            write_all(fd, raw, end)  # over a torn last entry, which is shorter than this one
-        except OSError as exc:
-            raise StorageError(f"cannot append to {self.path} at position {end}: {exc}") from exc
-        decoded = self._decode(self._layout.unpack(raw))
-        self._entries.append(decoded)
-        self._last_raw = raw
-        return decoded
+        with self._lock:
+            self.refresh()
+            raw = self._layout.pack(*entry)
+            fd = self._writable_fd()
+            end = len(self._entries) * self.entry_size
+            try:
+                write_all(fd, raw, end)  # over a torn last entry, which is shorter than this one
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot append to {self.path} at position {end}: {exc}"
+                ) from exc
+            decoded = self._decode(self._layout.unpack(raw))
+            self._entries.append(decoded)
+            self._last_raw = raw
+            return decoded
 
     def truncate_entries(self, count: int) -> None:
         """Keep the first ``count`` entries (a no-op when there are not more)."""
-        entries = self.refresh()
-        if count >= len(entries) or self._fd is None:
-            return
-        try:
-            os.ftruncate(self._fd, count * self.entry_size)
-        except OSError as exc:
-            raise StorageError(f"cannot truncate {self.path} to {count} entries: {exc}") from exc
-        self._load(0, count * self.entry_size)
+        with self._lock:
+            entries = self.refresh()
+            if count >= len(entries) or self._fd is None:
+                return
+            try:
+                os.ftruncate(self._fd, count * self.entry_size)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot truncate {self.path} to {count} entries: {exc}"
+                ) from exc
+            self._load(0, count * self.entry_size)
 
     def rewrite(self, entries: Sequence[tuple[Any, ...]]) -> None:
         """Replace the whole file by ``entries`` (recovery). Readers meanwhile see a prefix."""
         raw = b"".join(self._layout.pack(*entry) for entry in entries)
-        self.refresh()
-        if not raw and not self.exists():
-            return  # a lazily created file stays absent while it has nothing to say
-        fd = self._writable_fd()
-        try:
-            os.ftruncate(fd, 0)
-            write_all(fd, raw, 0)
-        except OSError as exc:
-            raise StorageError(f"cannot rewrite {self.path}: {exc}") from exc
-        self._load(0, len(raw))
+        with self._lock:
+            self.refresh()
+            if not raw and not self.exists():
+                return  # a lazily created file stays absent while it has nothing to say
+            fd = self._writable_fd()
+            try:
+                os.ftruncate(fd, 0)
+                write_all(fd, raw, 0)
+            except OSError as exc:
+                raise StorageError(f"cannot rewrite {self.path}: {exc}") from exc
+            self._load(0, len(raw))
 
     def flush(self) -> None:
         """fsync the file if it exists; a failure is fatal (StorageError, never retried)."""
-        if self._fd is None:
-            return
-        try:
-            os.fsync(self._fd)
-        except OSError as exc:
-            raise StorageError(f"fsync of {self.path} failed: {exc}") from exc
+        with self._lock:
+            if self._fd is None:
+                return
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise StorageError(f"fsync of {self.path} failed: {exc}") from exc
 
     def close(self) -> None:
-        self._forget()
+        with self._lock:
+            self._forget()
 
     def delete(self) -> None:
         """Close and remove the file (missing is fine)."""
-        self._forget()
-        self.path.unlink(missing_ok=True)
+        with self._lock:
+            self._forget()
+            self.path.unlink(missing_ok=True)
 
     # --- helpers ---------------------------------------------------------------------------
 

@@ -10,6 +10,13 @@ Files are the truth; this object is a per-process cache of them:
   CRC are valid; a batch still being written is simply not there yet.
 - Opening after a crash truncates a torn tail of the active segment and rebuilds the producer
   state from the newest valid snapshot plus the log after it (P-24, X-11, X-20).
+- Retention (``retention``: T-10, B-09) deletes whole closed segments under the lock
+  (``run_housekeeping``, ``delete_old_segments``) and closes no descriptor, so readers in the
+  middle of one read on; a read below the new log start raises OffsetOutOfRangeError naming
+  the range. Segments of another process are opened without
+  ``O_CREAT``, so a reader racing retention never brings a deleted segment back; a process
+  whose newest known segment was deleted before it applied what followed jumps to the retained
+  segments and reloads producer state from a snapshot (``_skip_deleted_segments``).
 
 Offsets: ``log_end_offset`` is exclusive (the next offset to assign); ``high_watermark`` equals
 it (no replication); ``last_stable_offset`` = min(first unstable offset, log end) (B-03, B-04).
@@ -22,8 +29,10 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +42,10 @@ from txn_log.errors import (
     CorruptRecordError,
     ExpectedOffsetMismatchError,
     InvalidRecordError,
+    LogLockedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    StorageError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
@@ -47,15 +58,26 @@ from txn_log.record.batch_header import (
     validate_batch,
 )
 from txn_log.record.control import ControlType, encode_control_batch
-from txn_log.storage import replay
+from txn_log.storage import replay, retention
+from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import (
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
     offset_file_name,
     parse_offset_file_name,
 )
+from txn_log.storage.partition_metadata import (
+    FILE_NAME as PARTITION_METADATA_FILE,
+)
+from txn_log.storage.partition_metadata import (
+    PartitionIdentity,
+    check_identity,
+    new_topic_id,
+    read_identity,
+    write_partition_metadata,
+)
 from txn_log.storage.producer_append_info import AppendOrigin, CompletedTxn
-from txn_log.storage.producer_snapshot import fsync_directory, read_snapshot
+from txn_log.storage.producer_snapshot import read_snapshot
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.segment import LogSegment
 from txn_log.storage.txn_index import AbortedTxn
@@ -77,6 +99,17 @@ class AppendResult:
     last_offset: int
     log_append_time_ms: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionHousekeeping:
+    """What one housekeeping round did to a partition: base offsets of the segments retention
+    deleted (ascending), ids of the producers that expired, and the log start offset after it
+    (inclusive)."""
+
+    deleted_segments: tuple[int, ...]
+    expired_producers: tuple[int, ...]
+    log_start_offset: int
 
 
 @dataclass(frozen=True)
@@ -128,6 +161,8 @@ class PartitionLog:
         self._tail_position = 0  # bytes of the active segment applied to the caches
         self._producer_state: ProducerStateManager  # built under the lock, in ``open``
         self._tracks_producer_state = True  # False only for ``open_for_reading``
+        self._identity: PartitionIdentity | None = None  # None: opened without one (read-only)
+        self._needs_recovery = False  # opened while another process held the lock
         self.last_recovery: list[str] = []
 
     # --- opening and recovery ------------------------------------------------------------------
@@ -140,15 +175,65 @@ class PartitionLog:
         config: TopicConfig,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        create: bool = True,
     ) -> PartitionLog:
-        """Open (creating if needed) and recover the partition under its lock."""
-        directory.mkdir(parents=True, exist_ok=True)
+        """Open the partition; recover it under its lock, now or at the first write.
+
+        ``create`` (a partition used on its own, e.g. by tests and benchmarks) makes the
+        directory and its ``partition.metadata`` if missing. The ``Log`` passes False: a
+        partition must then exist, so that a process that still knows a deleted topic never
+        brings its directory back (UnknownTopicIdError).
+
+        Opening never waits on a writer (DESIGN §3): when another process holds the lock
+        (appending, or frozen mid-append), the partition is opened as a reader opens it (no
+        truncation, producer state replayed from the files) and recovered under the lock
+        before this process's first write (``_write_locked``).
+        """
+        if create:
+            directory.mkdir(parents=True, exist_ok=True)
+        elif not (directory / PARTITION_METADATA_FILE).is_file():
+            raise UnknownTopicOrPartitionError(
+                f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
+            )
         log = cls(directory, topic_partition, config, clock=clock)
-        with log._mutex, log._lock:
-            log._producer_state = ProducerStateManager(directory, str(topic_partition), clock=clock)
-            log._load_segments()
-            log._recover()
+        if create and not (directory / PARTITION_METADATA_FILE).exists():
+            log._lock.acquire()  # a new standalone partition: nobody else can be writing it
+        elif not log._lock.try_acquire():
+            with log._mutex:
+                log._open_as_reader()
+            log._needs_recovery = True
+            return log
+        try:
+            with log._mutex:
+                if create and not (directory / PARTITION_METADATA_FILE).exists():
+                    write_partition_metadata(directory, new_topic_id())
+                log._open_locked()
+        finally:
+            log._lock.release()
         return log
+
+    def _open_locked(self) -> None:
+        """Load and recover under the lock: truncate a torn tail, reload producer state."""
+        self._identity = read_identity(self.directory, str(self.topic_partition))
+        self._producer_state = ProducerStateManager(
+            self.directory, str(self.topic_partition), clock=self._clock
+        )
+        self._load_segments()
+        self._recover()
+        self._needs_recovery = False
+
+    def _open_as_reader(self) -> None:
+        """Load without the lock (as a reader): nothing truncated, deleted or written."""
+        self._identity = self._identity_if_any()
+        self._producer_state = ProducerStateManager(
+            self.directory, str(self.topic_partition), clock=self._clock, read_only=True
+        )
+        self._load_segments()
+        active = self._segments[-1]
+        self._end_offset = active.next_offset
+        self._tail_position = active.size
+        self._producer_state.truncate_and_reload(self.log_start_offset, self._end_offset)
+        self._replay(self._producer_state.map_end_offset, self._end_offset)
 
     @classmethod
     def open_read_only(
@@ -167,15 +252,7 @@ class PartitionLog:
             raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
         log = cls(directory, topic_partition, config, clock=clock, read_only=True)
         with log._mutex:
-            log._producer_state = ProducerStateManager(
-                directory, str(topic_partition), clock=clock, read_only=True
-            )
-            log._load_segments()
-            active = log._segments[-1]
-            log._end_offset = active.next_offset
-            log._tail_position = active.size
-            log._producer_state.truncate_and_reload(log.log_start_offset, log._end_offset)
-            log._replay(log._producer_state.map_end_offset, log._end_offset)
+            log._open_as_reader()
         return log
 
     @classmethod
@@ -198,6 +275,7 @@ class PartitionLog:
             raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
         log = cls(directory, topic_partition, config, clock=clock, read_only=True)
         log._tracks_producer_state = False
+        log._identity = log._identity_if_any()
         with log._mutex:
             log._load_segments()
             active = log._segments[-1]
@@ -218,12 +296,64 @@ class PartitionLog:
 
         Unlike ``open`` it reads nothing through the indexes before they are rebuilt, so a
         partition whose index entries point at the wrong bytes (which ``open`` fails on) can
-        be repaired; it never creates the directory of a partition deleted meanwhile.
+        be repaired. A partition deleted with its topic raises UnknownTopicOrPartitionError
+        (its directory is never brought back).
         """
-        if not directory.is_dir():
-            raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
+        if not (directory / PARTITION_METADATA_FILE).is_file():
+            raise UnknownTopicOrPartitionError(
+                f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
+            )
         log = cls(directory, topic_partition, config, clock=clock)
+        log._identity = read_identity(directory, str(topic_partition))
         return log, log.repair()
+
+    def _identity_if_any(self) -> PartitionIdentity | None:
+        try:
+            return read_identity(self.directory, str(self.topic_partition))
+        except UnknownTopicOrPartitionError:
+            return None  # a partition written before topic ids (or mid-deletion)
+
+    @property
+    def topic_id(self) -> str | None:
+        """The id of the topic this partition belongs to (Kafka's topic id, KIP-516)."""
+        return None if self._identity is None else self._identity.topic_id
+
+    def is_current(self) -> bool:
+        """Whether the directory still belongs to the topic this object was opened for (one
+        ``stat``); False once the topic was deleted, or deleted and re-created."""
+        if self._identity is None:
+            return True
+        try:
+            check_identity(self.directory, self._identity, str(self.topic_partition))
+        except UnknownTopicOrPartitionError:
+            return False
+        return True
+
+    @contextmanager
+    def _write_locked(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold the partition for a write: the file lock first, then this object's mutex.
+
+        The file lock comes first so that a thread waiting for another process's append
+        (even one frozen mid-append) holds no mutex a reader of this process needs (readers
+        never wait on writers). Under the lock the partition's identity is checked: a write
+        into a partition deleted (or re-created) since it was opened is refused before
+        anything is written. ``wait=False`` raises LogLockedError instead of waiting.
+        """
+        if wait:
+            self._lock.acquire()
+        elif not self._lock.try_acquire():
+            raise LogLockedError(
+                f"{self.topic_partition}: another process or thread is writing to the partition"
+            )
+        try:
+            with self._mutex:
+                if self._identity is not None:
+                    check_identity(self.directory, self._identity, str(self.topic_partition))
+                if self._needs_recovery:
+                    self._open_locked()
+                yield
+        finally:
+            self._lock.release()
 
     def _require_producer_state(self, what: str) -> None:
         if not self._tracks_producer_state:
@@ -239,14 +369,19 @@ class PartitionLog:
             )
 
     def _load_segments(self) -> None:
-        bases = sorted(
+        opened = (self._open_existing_segment(base) for base in self._segment_bases_on_disk())
+        self._segments = [segment for segment in opened if segment is not None]
+        if not self._segments:  # a new partition: its directory and first file, durably
+            self._segments = [self._open_segment(0)]
+            fsync_directory(self.directory)
+            fsync_directory(self.directory.parent)
+
+    def _segment_bases_on_disk(self) -> list[int]:
+        return sorted(
             parsed[0]
             for parsed in map(parse_offset_file_name, (p.name for p in self.directory.iterdir()))
             if parsed is not None and parsed[1] == LOG_SUFFIX
         )
-        if not bases:
-            bases = [0]
-        self._segments = [self._open_segment(base) for base in bases]
 
     def _recover(self) -> None:
         """Truncate a torn tail of the active segment, reload producer state.
@@ -294,16 +429,61 @@ class PartitionLog:
                 self._tail_position = position + header.size_in_bytes
             if self._tracks_producer_state:
                 self._producer_state.update_map_end_offset(self._end_offset)
-            next_path = self.directory / offset_file_name(self._end_offset, LOG_SUFFIX)
-            if self._end_offset == active.base_offset or not next_path.exists():
+            if self._end_offset == active.base_offset:
                 return
-            self._segments.append(self._open_segment(self._end_offset))
+            segment = self._open_existing_segment(self._end_offset)
+            if segment is None:
+                if not active.log_path.exists():
+                    self._skip_deleted_segments()
+                return
+            self._segments.append(segment)
             self._tail_position = 0
 
+    def _skip_deleted_segments(self) -> None:
+        """Jump over segments another process's retention deleted before this process applied
+        the ones after them: the gap can no longer be read, so producer state is reloaded from
+        a snapshot at or after the new log start (retention made sure one exists) plus the log.
+
+        Deletes no file, so lock-free readers may come here too.
+        """
+        bases = [b for b in self._segment_bases_on_disk() if b >= self._end_offset]
+        retained = [s for s in map(self._open_existing_segment, bases) if s is not None]
+        if not retained:
+            return  # the partition itself is gone (topic deleted)
+        logger.info(
+            "%s: segments up to offset %d were deleted by retention before this process read "
+            "them; continuing at the log start %d",
+            self.topic_partition, self._end_offset, retained[0].base_offset,
+        )  # fmt: skip
+        self._segments = retained
+        active = retained[-1]
+        self._end_offset, self._tail_position = active.next_offset, active.size
+        if self._tracks_producer_state:
+            start = self._producer_state.reload_from_snapshots(
+                retained[0].base_offset, self._end_offset
+            )
+            self._replay(start, self._end_offset)
+
     def _open_segment(self, base_offset: int) -> LogSegment:
+        """Open or create the segment at ``base_offset`` (a new segment, under the lock)."""
         return LogSegment.open(
             self.directory, base_offset, index_interval_bytes=self.config.index_interval_bytes
         )
+
+    def _open_existing_segment(self, base_offset: int) -> LogSegment | None:
+        """Open a segment found on disk, or None if it is gone (deleted by retention).
+
+        Never creates the file: a reader racing another process's retention would otherwise
+        bring a deleted segment back as an empty file, a false log start.
+        """
+        path = self.directory / offset_file_name(base_offset, LOG_SUFFIX)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot open segment {path}: {exc}") from exc
+        return LogSegment(self.directory, base_offset, fd, self.config.index_interval_bytes)
 
     def _replay(self, start_offset: int, end_offset: int) -> None:
         """Rebuild producer state from the log in [start_offset, end_offset): headers only,
@@ -398,7 +578,7 @@ class PartitionLog:
         if origin is AppendOrigin.CLIENT:
             check_client_append(self.topic_partition.topic)
         header = self._validate_client_batch(batch)
-        with self._mutex, self._lock:
+        with self._write_locked():
             self._catch_up()
             # Kafka looks for retries of client batches only: coordinator batches (offset
             # commits, O-03) carry no sequences, so each would "duplicate" the previous one
@@ -457,6 +637,7 @@ class PartitionLog:
             log_append_time = self._clock.time_ms()
             set_log_append_time(batch, log_append_time)
         header = validate_batch(batch)
+        crash_point("append.before_write")  # a writer frozen or killed holding the lock
         self._maybe_roll(header)
         self._append_to_active(batch, header)
         return AppendResult(base_offset, header.last_offset, log_append_time)
@@ -478,11 +659,17 @@ class PartitionLog:
             self.roll()
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end; snapshot producer state there (P-21)."""
+        """Start a new active segment at the log end; snapshot producer state there (P-21).
+
+        A torn tail of the active segment (a writer died mid-batch) is cut first, as an append
+        would: once rolled away from, the segment is no longer the last one, where a torn tail
+        may be repaired, and its bytes would read as corruption before the tail (X-11).
+        """
         self._check_writable("roll")
-        with self._mutex, self._lock:
+        with self._write_locked():
             self._catch_up()
             active = self._segments[-1]
+            active.drop_torn_tail()
             if active.size == 0:
                 return active
             active.flush()
@@ -491,7 +678,8 @@ class PartitionLog:
             self._segments.append(segment)
             self._tail_position = 0
             self._producer_state.update_map_end_offset(self._end_offset)
-            self._producer_state.take_snapshot()
+            if self._producer_state.take_snapshot() is None:  # which fsyncs the directory
+                fsync_directory(self.directory)  # the new file, before anything in it is acked
             return segment
 
     def append_marker(
@@ -502,15 +690,17 @@ class PartitionLog:
         producer_epoch: int,
         coordinator_epoch: int,
         sync: bool = True,
+        wait: bool = True,
     ) -> MarkerResult:
         """Write a COMMIT/ABORT control batch for ``producer_id`` (B-01).
 
         Stale producer or coordinator epochs raise before anything is written. For an abort the
         ``.txnindex`` entry is written *before* the marker, so a lock-free reader that can see
         the marker can always see the entry; recovery drops entries past the log end.
+        ``wait=False`` raises LogLockedError rather than wait for another writer.
         """
         self._check_writable("append_marker")
-        with self._mutex, self._lock:
+        with self._write_locked(wait=wait):
             self._catch_up()
             self._drop_stale_aborted_txns()
             now = self._clock.time_ms()
@@ -536,13 +726,18 @@ class PartitionLog:
             )
             header = validate_batch(batch)
             self._maybe_roll(header)
+            # a dead writer's torn tail goes before the entry: cutting it later drops the entry
+            self._segments[-1].drop_torn_tail()
             if completed is not None and completed.is_aborted:
                 lso = self._producer_state.last_stable_offset_for(completed)
                 txn_index = self._segments[-1].txn_index
+                created = not txn_index.path.exists()  # B-09: made at the first abort
                 txn_index.append(
                     AbortedTxn(producer_id, completed.first_offset, marker_offset, lso)
                 )
                 txn_index.flush()  # durable before the marker: never a marker without its entry
+                if created:
+                    fsync_directory(self.directory)  # nor without the file that holds it
                 crash_point("marker.after_txn_index")  # an entry whose marker never lands
             self._append_to_active(batch, header)
             self._producer_state.update(append_info)
@@ -584,14 +779,14 @@ class PartitionLog:
     def repair(self) -> list[str]:
         """Recover every segment under the partition lock; returns one line per change made.
 
-        Holds the mutex and the file lock for the whole repair, as a writer holds them for a
-        batch, so no append is in flight: bytes after the last valid batch of the last segment
-        are a dead writer's torn tail and are truncated (X-11, X-20). An invalid batch in any
-        other segment, or one with a valid batch after it, stays where it is and is returned
-        as "could not repair" (data is never dropped). Every segment's indexes are rebuilt
-        from its batches (aborted-transaction entries past its end dropped), unreadable
-        producer snapshots deleted, and this process's caches (log end, producer state)
-        reloaded from the files (P-24).
+        Holds the file lock and then the mutex (the order of ``_write_locked``) for the whole
+        repair, as a writer holds them for a batch, so no append is in flight: bytes after the
+        last valid batch of the last segment are a dead writer's torn tail and are truncated
+        (X-11, X-20). An invalid batch in any other segment, or one with a valid batch after
+        it, stays where it is and is returned as "could not repair" (data is never dropped).
+        Every segment's indexes are rebuilt from its batches (aborted-transaction entries past
+        its end dropped), unreadable producer snapshots deleted, and this process's caches
+        (log end, producer state) reloaded from the files (P-24).
 
         Other processes: writers wait for the lock. Lock-free readers keep reading: no
         complete batch is touched, and index files are rewritten in place with the entries
@@ -599,7 +794,9 @@ class PartitionLog:
         makes its lookups start further back).
         """
         self._check_writable("repair")
-        with self._mutex, self._lock:
+        with self._lock, self._mutex:  # as _write_locked, without recovering through indexes
+            if self._identity is not None:
+                check_identity(self.directory, self._identity, str(self.topic_partition))
             # afresh from the files, without trusting the indexes; segment objects in use by
             # lock-free readers stay valid (they notice a truncation themselves)
             self._load_segments()
@@ -617,6 +814,7 @@ class PartitionLog:
                 self.log_start_offset, self._end_offset, self._clock.time_ms()
             )
             self._replay(self._producer_state.map_end_offset, self._end_offset)
+            self._needs_recovery = False
             return done
 
     def _repair_segment(self, segment: LogSegment, *, last: bool) -> list[str]:
@@ -702,9 +900,13 @@ class PartitionLog:
             yield header, memoryview(segment.read_bytes(position, header.size_in_bytes))
 
     def _refresh_start(self) -> None:
-        """Forget segments that another process deleted (retention)."""
+        """Forget segments that another process's retention deleted.
+
+        They are not closed: a reader thread of this process may be iterating one right now;
+        its descriptors close when the last reference goes (``owned_fd``).
+        """
         while len(self._segments) > 1 and not self._segments[0].log_path.exists():
-            self._segments.pop(0).close()
+            self._segments.pop(0)
 
     def collect_aborted_txns(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions intersecting [start_offset, end_offset) (B-12 step 4)."""
@@ -737,37 +939,66 @@ class PartitionLog:
                     return found
             return None
 
-    # --- retention ------------------------------------------------------------------------------
+    # --- housekeeping: retention and producer-id expiration -----------------------------------
+
+    def run_housekeeping(self) -> PartitionHousekeeping | None:
+        """One round of Kafka's periodic log tasks for this partition: retention (T-10, B-09,
+        see ``delete_old_segments``) and producer-id expiration (P-26, P-27).
+
+        Works under the partition's lock, as an append does, but never waits for a writer:
+        returns None, having done nothing, when another process or another thread of this one
+        holds the partition's lock (an append in progress, or a writer stopped inside one), and
+        for a partition deleted since it was opened. After expiring producers it takes a
+        snapshot, so a partition opened later agrees.
+        """
+        self._check_writable("run_housekeeping")
+        try:
+            with self._write_locked(wait=False):
+                self._catch_up()
+                deleted = self._delete_old_segments()
+                expired = self._producer_state.remove_expired_producers()
+                if expired:
+                    self._producer_state.take_snapshot()
+                return PartitionHousekeeping(
+                    tuple(deleted), tuple(expired), self._segments[0].base_offset
+                )
+        except LogLockedError:
+            return None  # being written (or its writer is stopped mid-append): next round
+        except UnknownTopicOrPartitionError:
+            return None  # deleted with its topic since it was opened: nothing to keep
 
     def delete_old_segments(self) -> list[int]:
-        """Apply retention.ms / retention.bytes to closed segments (T-10); returns base offsets."""
+        """Apply retention.ms / retention.bytes now, waiting for the partition lock; returns
+        the base offsets of the deleted segments. The periodic pass uses ``run_housekeeping``.
+        """
         self._check_writable("delete_old_segments")
-        deleted: list[int] = []
-        with self._mutex, self._lock:
+        with self._write_locked():
             self._catch_up()
-            self._refresh_start()
-            now = self._clock.time_ms()
-            total = sum(s.size for s in self._segments)
-            while len(self._segments) > 1:
-                oldest = self._segments[0]
-                expired = (
-                    self.config.retention_ms >= 0
-                    and oldest.max_timestamp is not None
-                    and now - oldest.max_timestamp > self.config.retention_ms
-                )
-                oversize = (
-                    self.config.retention_bytes >= 0
-                    and total - oldest.size >= self.config.retention_bytes
-                )
-                if not (expired or oversize):
-                    break
-                total -= oldest.size
-                self._segments.pop(0)
-                oldest.delete()
-                deleted.append(oldest.base_offset)
-            if deleted:
-                self._producer_state.delete_snapshots_before(self.log_start_offset)
-        return deleted
+            return self._delete_old_segments()
+
+    def _delete_old_segments(self) -> list[int]:
+        """Delete the oldest segments while retention applies (``retention``); the caller holds
+        the lock. Producer state is kept (Kafka since KIP-360): a snapshot at or after the new
+        log start makes sure a process that opens the partition later has it too."""
+        self._refresh_start()
+        count = retention.deletable_segments(
+            self.topic_partition.topic,
+            self._segments,
+            self.config,
+            self._clock.time_ms(),
+            self._producer_state.first_unstable_offset(),
+        )
+        log_start = self._segments[count].base_offset
+        deleted, retained = self._segments[:count], self._segments[count:]
+        if deleted:
+            latest = self._producer_state.latest_snapshot_offset()
+            if latest is None or latest <= log_start:  # opening drops those at the log start
+                self._producer_state.take_snapshot()
+            self._segments = retained
+            self._producer_state.delete_snapshots_before(log_start)
+            retention.unlink_segments(self.directory, deleted)
+        retention.remove_orphan_indexes(self.directory, log_start)
+        return [segment.base_offset for segment in deleted]
 
     def close(self) -> None:
         with self._mutex:

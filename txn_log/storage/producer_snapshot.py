@@ -27,14 +27,14 @@ batch per producer until new ones arrive. Entries are written sorted by producer
 
 Recovery (STYLE 6): a bad version, CRC, or length raises ``CorruptSnapshotError``; the manager
 deletes that file and falls back to the previous snapshot, and finally to the log start.
-``write_snapshot`` is atomic: temp file, fsync, rename, fsync of the directory.
+``write_snapshot`` follows the engine's durable-write rule (``durable_file``): temp file, fsync,
+rename, fsync of the directory. A leftover temporary file is recognised by ``is_snapshot_temp``.
 
 Functions here are stateless and safe to call from any thread for different paths.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from collections.abc import Iterable
@@ -42,12 +42,13 @@ from pathlib import Path
 
 import crc32c
 
-from txn_log.errors import CorruptSnapshotError, StorageError
+from txn_log.errors import CorruptSnapshotError
+from txn_log.storage.durable_file import is_temp_name, write_durably
 from txn_log.storage.producer_state_entry import BatchMetadata, ProducerStateEntry
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
-TEMP_SUFFIX = ".tmp"
+TEMP_SUFFIX = ".tmp"  # ``<name>.snapshot.tmp``: the temporary name before ``durable_file``
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 
 HEADER = struct.Struct(
@@ -153,34 +154,22 @@ def _decode_entry(fields: tuple[int, ...]) -> ProducerStateEntry:
     )
 
 
+def is_snapshot_temp(name: str) -> bool:
+    """A temporary snapshot file left by an interrupted ``write_snapshot`` (any version)."""
+    return (is_temp_name(name) and SNAPSHOT_SUFFIX + "." in name) or name.endswith(
+        SNAPSHOT_SUFFIX + TEMP_SUFFIX
+    )
+
+
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     """Read and check one snapshot file. Raises CorruptSnapshotError, or OSError if unreadable."""
     return decode_snapshot(path.read_bytes(), str(path))
 
 
 def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
-    """Write a snapshot atomically: a reader sees the old file, no file, or the whole new one.
+    """Write a snapshot durably (``durable_file``): a reader sees the old file, no file, or the
+    whole new one, and a machine crash does not undo it.
 
     Raises StorageError if writing or an fsync fails (a failed fsync is fatal, not retried).
     """
-    data = encode_snapshot(entries)
-    temp = path.with_name(path.name + TEMP_SUFFIX)
-    try:
-        with open(temp, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-        fsync_directory(path.parent)
-    except OSError as error:
-        temp.unlink(missing_ok=True)
-        raise StorageError(f"cannot write producer snapshot {path}: {error}") from error
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename or unlink in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_durably(path, encode_snapshot(entries))

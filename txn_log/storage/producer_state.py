@@ -20,18 +20,34 @@ Protocol of one append (STYLE 3, as ``UnifiedLog.append`` does it):
 Decision (B-04): this embedded log has no replicas, so Kafka's "completed but not yet
 replicated" transactions are not tracked: a transaction stops being unstable at ``complete_txn``.
 
+Expiration (P-26, P-27, G-18). A producer with no open transaction expires once it has been
+idle ``producer_id_expiration_ms`` (Kafka's ``producer.id.expiration.ms``, 1 day; decision: not
+shortened to the topic's retention.ms as P-26 suggests, because since KIP-360 Kafka keeps the
+state of a producer whose records retention deleted, so that its next batch is not refused).
+Every process caches this state, so the rule must not depend on when a process last ran its
+periodic pass: ``prepare_update`` and ``find_duplicate_batch`` treat an expired entry as absent
+(P-28: its next non-zero sequence is then refused as out of order, the false negative G-18
+accepts), and ``remove_expired_producers`` only frees memory. Idle time counts from the newest
+of the entry's timestamp (Kafka: the batch's max timestamp or the marker's) and the time this
+process applied that batch: record timestamps are the client's (CreateTime), and a producer
+that writes old timestamps must not expire while it writes. Snapshots store that newest time,
+so a reopened partition agrees. A process that learns of a batch late (replays it) may keep
+the producer up to that lag longer than the others, and then validates against its true state.
+
 Not thread-safe: the partition log serialises every call under its lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
 from txn_log.clock import Clock
 from txn_log.errors import CorruptSnapshotError, InvalidTxnStateError, StorageError
-from txn_log.record.batch_header import NO_PRODUCER_ID, BatchHeader
+from txn_log.record.batch_header import NO_PRODUCER_ID, NO_TIMESTAMP, BatchHeader
+from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.producer_append_info import (
     AppendOrigin,
     CompletedTxn,
@@ -39,9 +55,7 @@ from txn_log.storage.producer_append_info import (
     TxnMetadata,
 )
 from txn_log.storage.producer_snapshot import (
-    SNAPSHOT_SUFFIX,
-    TEMP_SUFFIX,
-    fsync_directory,
+    is_snapshot_temp,
     read_snapshot,
     snapshot_file_name,
     snapshot_offset_of,
@@ -76,6 +90,7 @@ class ProducerStateManager:
         self._clock = clock
         self._expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._applied_ms: dict[int, int] = {}  # producer id -> when its last change was applied
         self._ongoing_txns: dict[int, TxnMetadata] = {}  # first offset -> transaction
         self._snapshots: dict[int, Path] = self._scan_snapshots()
         self._map_end_offset = 0
@@ -107,15 +122,26 @@ class ProducerStateManager:
         return self._producers.get(producer_id)
 
     def find_duplicate_batch(self, header: BatchHeader) -> BatchMetadata | None:
-        """The cached batch ``header`` is a retry of (answer with its offsets, §15.1), if any."""
+        """The cached batch ``header`` is a retry of (answer with its offsets, §15.1), if any;
+        never one of an expired producer (P-27)."""
         entry = self._producers.get(header.producer_id)
-        return entry.find_duplicate_batch(header) if entry is not None else None
+        if entry is None or self.is_producer_expired(entry, self._clock.time_ms()):
+            return None
+        return entry.find_duplicate_batch(header)
 
     # --- the two phases of an append ---------------------------------------------------------
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
-        """A pending change for ``producer_id``, validated against its current entry."""
-        current = self._producers.get(producer_id) or ProducerStateEntry.empty(producer_id)
+        """A pending change for ``producer_id``, validated against its current entry.
+
+        An expired entry counts as absent (P-27, module docstring) and is dropped here: that
+        changes nothing any validation can observe, so every process decides alike.
+        """
+        current = self._producers.get(producer_id)
+        if current is not None and self.is_producer_expired(current, self._clock.time_ms()):
+            self._forget_producer(producer_id)
+            current = None
+        current = current or ProducerStateEntry.empty(producer_id)
         return ProducerAppendInfo(self._topic_partition, producer_id, current, origin)
 
     def update(self, append_info: ProducerAppendInfo) -> None:
@@ -134,6 +160,7 @@ class ProducerStateManager:
                 "was prepared; prepare it again"
             )
         self._producers[producer_id] = append_info.to_entry()
+        self._applied_ms[producer_id] = self._clock.time_ms()
         for txn in append_info.started_transactions():
             self._ongoing_txns[txn.first_offset] = txn
 
@@ -174,19 +201,30 @@ class ProducerStateManager:
     # --- expiration (P-26, P-27) -------------------------------------------------------------
 
     def is_producer_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
-        """Idle at least the expiration time and with no open transaction."""
+        """Idle at least the expiration time and with no open transaction (P-26)."""
         return (
             entry.current_txn_first_offset is None
-            and now_ms - entry.last_timestamp >= self._expiration_ms
+            and now_ms - self._last_active_ms(entry) >= self._expiration_ms
         )
 
     def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
-        """Forget expired producers (P-27: their batches stay in the log); returns their ids."""
+        """Forget expired producers (P-27: their batches stay in the log); returns their ids.
+
+        Validation already treats them as absent; this frees their memory (the periodic pass).
+        """
         now = self._clock.time_ms() if now_ms is None else now_ms
         expired = [pid for pid, e in self._producers.items() if self.is_producer_expired(e, now)]
         for producer_id in expired:
-            del self._producers[producer_id]
+            self._forget_producer(producer_id)
         return expired
+
+    def _last_active_ms(self, entry: ProducerStateEntry) -> int:
+        """When ``entry`` was last active: its timestamp or when this process applied it."""
+        return max(entry.last_timestamp, self._applied_ms.get(entry.producer_id, NO_TIMESTAMP))
+
+    def _forget_producer(self, producer_id: int) -> None:
+        del self._producers[producer_id]
+        self._applied_ms.pop(producer_id, None)
 
     # --- truncation and recovery (P-24) ------------------------------------------------------
 
@@ -205,8 +243,7 @@ class ProducerStateManager:
             if offset > log_end_offset or offset <= log_start_offset:
                 self._delete_snapshot(offset)
         if log_end_offset != self._map_end_offset:
-            self._producers.clear()
-            self._ongoing_txns.clear()
+            self._clear()
             now = self._clock.time_ms() if now_ms is None else now_ms
             self._load_from_snapshot(log_start_offset, now)
         else:
@@ -217,12 +254,43 @@ class ProducerStateManager:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget all state and snapshots; the log now starts (and ends) at ``offset``."""
-        self._producers.clear()
-        self._ongoing_txns.clear()
+        self._clear()
         for snapshot_offset in sorted(self._snapshots):
             self._delete_snapshot(snapshot_offset)
         self._map_end_offset = offset
         self._last_snap_offset = 0
+
+    def reload_from_snapshots(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Rebuild the state after the log start moved past ``map_end_offset`` (another
+        process's retention deleted segments this process had not applied yet).
+
+        Loads the newest readable snapshot in [log_start_offset, log_end_offset], rescanning the
+        directory for snapshots other processes wrote, else starts empty at the log start;
+        returns where to replay from (inclusive). Unlike ``truncate_and_reload`` it deletes no
+        file, so a lock-free reader may call it.
+        """
+        self._clear()
+        self._snapshots = {
+            offset: path
+            for offset, path in self._scan_snapshots(remove_leftovers=False).items()
+            if log_start_offset <= offset <= log_end_offset
+        }
+        now = self._clock.time_ms()
+        for offset in sorted(self._snapshots, reverse=True):
+            try:
+                entries = read_snapshot(self._snapshots[offset])
+            except (CorruptSnapshotError, FileNotFoundError):
+                continue  # the writer that opens the partition next deletes it (P-24)
+            self._load_entries(entries, now)
+            self._map_end_offset = self._last_snap_offset = offset
+            return offset
+        self._map_end_offset = self._last_snap_offset = log_start_offset
+        return log_start_offset
+
+    def _clear(self) -> None:
+        self._producers.clear()
+        self._applied_ms.clear()
+        self._ongoing_txns.clear()
 
     def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
         while self._snapshots:
@@ -232,12 +300,15 @@ class ProducerStateManager:
             except (CorruptSnapshotError, FileNotFoundError):
                 self._delete_snapshot(offset)  # P-24: fall back to the previous snapshot
                 continue
-            for entry in entries:
-                if not self.is_producer_expired(entry, now_ms):
-                    self._load_entry(entry)
+            self._load_entries(entries, now_ms)
             self._map_end_offset = self._last_snap_offset = offset
             return
         self._map_end_offset = self._last_snap_offset = log_start_offset
+
+    def _load_entries(self, entries: list[ProducerStateEntry], now_ms: int) -> None:
+        for entry in entries:
+            if not self.is_producer_expired(entry, now_ms):
+                self._load_entry(entry)
 
     def _load_entry(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
@@ -255,12 +326,19 @@ class ProducerStateManager:
         if self._map_end_offset <= self._last_snap_offset:
             return None
         path = self._dir / snapshot_file_name(self._map_end_offset)
-        write_snapshot(path, self._producers.values())
+        write_snapshot(path, map(self._with_last_active, self._producers.values()))
         self._snapshots[self._map_end_offset] = path
         self._last_snap_offset = self._map_end_offset
         for offset in sorted(self._snapshots)[:-SNAPSHOTS_TO_KEEP]:
             self._delete_snapshot(offset)
         return path
+
+    def _with_last_active(self, entry: ProducerStateEntry) -> ProducerStateEntry:
+        """``entry`` stamped with when it was last active, as a snapshot stores it."""
+        last_active = self._last_active_ms(entry)
+        if last_active == entry.last_timestamp:
+            return entry
+        return replace(entry, last_timestamp=last_active)
 
     def delete_snapshots_before(self, offset: int) -> None:
         """Delete snapshot files named below ``offset`` (exclusive)."""
@@ -285,14 +363,15 @@ class ProducerStateManager:
         except OSError as error:
             raise StorageError(f"{self._topic_partition}: cannot delete {path}: {error}") from error
 
-    def _scan_snapshots(self) -> dict[int, Path]:
-        """Snapshot files in the directory; leftovers of an interrupted write are removed."""
+    def _scan_snapshots(self, *, remove_leftovers: bool = True) -> dict[int, Path]:
+        """Snapshot files in the directory; leftovers of an interrupted write are removed
+        (only under the partition lock, which every snapshot writer holds)."""
         snapshots: dict[int, Path] = {}
         if not self._dir.is_dir():
             return snapshots
         for path in self._dir.iterdir():
-            if path.name.endswith(SNAPSHOT_SUFFIX + TEMP_SUFFIX):
-                if not self._read_only:
+            if is_snapshot_temp(path.name):
+                if remove_leftovers and not self._read_only:
                     path.unlink(missing_ok=True)
                 continue
             offset = snapshot_offset_of(path)

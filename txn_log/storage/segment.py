@@ -18,12 +18,25 @@ exclusive lock; reads take none. ``size`` is the end of the last complete valid 
 has seen; ``refresh`` (and any scan reaching the end) extends it over batches others appended.
 Opening a segment trusts the log up to the last offset-index entry (checked against the header
 it points at) and validates from there, so it reads about ``index_interval_bytes`` plus the
-unindexed tail; validating the prefix is ``recover``'s job. Not thread-safe.
+unindexed tail; validating the prefix is ``recover``'s job.
+
+Threads: lock-free scans (``batches``, ``refresh``, lookups) may run in any number of threads
+at once, beside one appender holding the partition lock. ``size``, ``next_offset`` and the max
+timestamp change together under a small lock, only forward while the file only grows (a scan
+moves them over the batch that starts exactly at ``size``); they are rebuilt from the files
+when the file shrank (truncated by another process), and then only if no other thread rebuilt
+them since that scan began. A scan calls the bytes at a position corrupt only below the valid
+end this object knew when *that* scan began, read before the scan's file size (so those bytes
+were complete when the size was read), and only after reading them again at the file's current
+size (issue 12: a mark that other scans advanced meanwhile proves nothing about this scan's
+snapshot).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +67,8 @@ from txn_log.storage.file_names import (
 from txn_log.storage.offset_index import OffsetIndex, OffsetPosition
 from txn_log.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from txn_log.storage.txn_index import TransactionIndex
+
+logger = logging.getLogger(__name__)
 
 RecordTimestamps = Callable[[memoryview], list[tuple[int, int]]]
 """Decode one whole batch into ``(offset, timestamp)`` per record (the codec's job)."""
@@ -124,6 +139,8 @@ class LogSegment:
         )
         self._fd = fd
         self._close_fd = owned_fd(self, fd)
+        self._state_lock = threading.Lock()  # guards the four fields below and the generation
+        self._generation = 0  # bumped each time the state is rebuilt from the files
         self._size = 0
         self._next_offset = base_offset
         self._max_ts = _UNKNOWN
@@ -176,11 +193,11 @@ class LogSegment:
 
     def refresh(self) -> int:
         """Extend ``size`` over complete valid batches appended since (by any process)."""
-        file_size = self._file_size()
-        if file_size < self._size:
-            self._load_state()  # truncated by another process
+        generation, size = self._state()
+        if self._file_size() < size:
+            self._load_state(generation)  # truncated by another process
             return self._size
-        for _ in self.batches(self._size):
+        for _ in self.batches(size):
             pass
         return self._size
 
@@ -253,8 +270,8 @@ class LogSegment:
         batch must pass its CRC and match ``header``; its base offset must be ≥ ``next_offset``.
         """
         view = memoryview(batch)
-        self._drop_torn_tail()
-        position = self._size
+        self.drop_torn_tail()
+        generation, position = self._state()
         if validate_batch(view, position) != header:
             raise CorruptRecordError(
                 f"the header given for the batch appended to {self.log_path} at position "
@@ -268,7 +285,7 @@ class LogSegment:
                 f"write of {len(view)} bytes to {self.log_path} at position {position} "
                 f"failed: {exc}"
             ) from exc
-        self._observe(position, header)
+        self._observe(generation, position, header)
         last = self.offset_index.last_entry()
         if _index_due(position, 0 if last is None else last.position, self.index_interval_bytes):
             if self._max_ts.timestamp > NO_TIMESTAMP:
@@ -378,49 +395,94 @@ class LogSegment:
     def _file_size(self) -> int:
         return os.fstat(self._fd).st_size
 
+    def _state(self) -> tuple[int, int]:
+        """``(generation, size)`` read together."""
+        with self._state_lock:
+            return self._generation, self._size
+
     def _scan(self, start: int, end: int | None) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """Batches from ``start`` to ``end`` (the file's end when None); see the module
+        docstring for when invalid bytes are corruption (F-25, F-26)."""
+        generation, valid_end = self._state()  # before the file size: complete below it
         file_size = self._file_size()
-        scan = BatchScan(
-            self._fd,
-            self.log_path,
-            base_offset=self.base_offset,
-            start=start,
-            end=file_size if end is None else end,
-            file_size=file_size,
-        )
-        for position, header, batch in scan:
-            if position == self._size:
-                self._observe(position, header)
-            yield position, header, batch
-        if scan.invalid is not None and scan.position < self._size:
-            if self._file_size() < self._size:
-                self._load_state()  # truncated by another process: not corruption
-                return
-            raise CorruptRecordError(
-                f"{self.log_path}: invalid batch at position {scan.position}, below the valid "
-                f"end {self._size}: {scan.invalid}"
+        position, retried_at = start, None
+        while True:
+            scan = BatchScan(
+                self._fd,
+                self.log_path,
+                base_offset=self.base_offset,
+                start=position,
+                end=file_size if end is None else end,
+                file_size=file_size,
             )
+            for batch_position, header, batch in scan:
+                self._observe(generation, batch_position, header)
+                yield batch_position, header, batch
+            if scan.invalid is None or scan.position >= valid_end:
+                return  # the end, or a batch a writer may still be writing
+            file_size = self._file_size()
+            if file_size < valid_end:
+                self._load_state(generation)  # truncated by another process: not corruption
+                return
+            if retried_at == scan.position:
+                raise CorruptRecordError(
+                    f"{self.log_path}: invalid batch at position {scan.position}, below the "
+                    f"valid end {valid_end}: {scan.invalid}"
+                )
+            position = retried_at = scan.position  # read it again at the file's current size
 
-    def _observe(self, position: int, header: BatchHeader) -> None:
-        """Account for the valid batch that starts at the current ``size``."""
-        self._size = position + header.size_in_bytes
-        self._next_offset = header.next_offset
-        if not header.is_control and header.max_timestamp > self._max_ts.timestamp:
-            self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
+    def _observe(self, generation: int, position: int, header: BatchHeader) -> None:
+        """Account for a valid batch if it starts exactly at ``size`` and the state was not
+        rebuilt since ``generation``: ``size`` only moves forward, one whole batch at a time."""
+        if position != self._size:  # cheap filter for scans of older batches; checked again
+            return
+        with self._state_lock:
+            if generation != self._generation or position != self._size:
+                return
+            self._size = position + header.size_in_bytes
+            self._next_offset = header.next_offset
+            if not header.is_control and header.max_timestamp > self._max_ts.timestamp:
+                self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
 
-    def _load_state(self) -> None:
-        """Rebuild ``size``, ``next_offset`` and the max timestamp from the files."""
+    def _load_state(self, generation: int | None = None) -> None:
+        """Rebuild ``size``, ``next_offset`` and the max timestamp from the files.
+
+        With ``generation`` (a lock-free reader that saw the file shrink), the result replaces
+        the state only if no other thread rebuilt it since: an appender of this process that
+        already rebuilt and wrote must never see ``size`` move back under it.
+        """
+        size, next_offset, max_ts = self._read_state()
+        with self._state_lock:
+            if generation is not None and generation != self._generation:
+                return
+            self._generation += 1
+            self._size, self._next_offset, self._max_ts = size, next_offset, max_ts
+            self._first_ts = None
+
+    def _read_state(self) -> tuple[int, int, TimestampOffset]:
+        """``(size, next_offset, max timestamp)`` as the files show them now; changes nothing."""
         start, max_ts = self._trusted_start()
         attempts = ((start, max_ts), (0, _UNKNOWN)) if start else ((0, _UNKNOWN),)
         for attempt, initial_max in attempts:
-            self._size, self._next_offset = attempt, self.base_offset
-            self._max_ts, self._first_ts = initial_max, None
-            for _ in self._scan(attempt, None):
-                pass
+            size, next_offset, max_ts = attempt, self.base_offset, initial_max
+            file_size = self._file_size()
+            scan = BatchScan(
+                self._fd,
+                self.log_path,
+                base_offset=self.base_offset,
+                start=attempt,
+                end=file_size,
+                file_size=file_size,
+            )
+            for position, header, _ in scan:
+                size, next_offset = position + header.size_in_bytes, header.next_offset
+                if not header.is_control and header.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
             # Trust the start only if it held a valid batch and the time index did not
             # describe a batch that is no longer there (a tail lost in a machine crash).
-            if self._size > attempt and self._max_ts.offset < self._next_offset:
-                return
+            if size > attempt and max_ts.offset < next_offset:
+                break
+        return size, next_offset, max_ts
 
     def _trusted_start(self) -> tuple[int, TimestampOffset]:
         """Where to start validating on open, and the max data timestamp of what lies before.
@@ -440,24 +502,38 @@ class LogSegment:
             return 0, _UNKNOWN
         return entry.position, self.time_index.last_entry() or _UNKNOWN
 
-    def _drop_torn_tail(self) -> None:
-        """Under the lock: catch up, then cut bytes past the last valid batch (a dead writer's)."""
+    def drop_torn_tail(self) -> int:
+        """Under the partition lock: catch up, then cut the bytes past the last valid batch (a
+        dead writer's torn batch, X-11); returns how many were cut.
+
+        CorruptRecordError (nothing cut) if a batch of the log follows them: that is corruption,
+        not a torn tail (``ensure_torn_tail``). Appends and rolls call it before moving on, so
+        a torn tail never ends up inside the log.
+        """
         self.refresh()
+        with self._state_lock:
+            size, next_offset = self._size, self._next_offset
         file_size = self._file_size()
-        if file_size > self._size:
-            ensure_torn_tail(
-                self._fd,
-                self.log_path,
-                self._size,
-                "bytes after the last valid batch",
-                file_size,
-                base_offset=self.base_offset,
-                next_offset=self._next_offset,
-            )
-            self.offset_index.truncate_to(self._next_offset)
-            self.time_index.truncate_to(self._next_offset)
-            self.txn_index.truncate_to(self._next_offset)
-            self._truncate_log(self._size)
+        if file_size <= size:
+            return 0
+        ensure_torn_tail(
+            self._fd,
+            self.log_path,
+            size,
+            "bytes after the last valid batch",
+            file_size,
+            base_offset=self.base_offset,
+            next_offset=next_offset,
+        )
+        self.offset_index.truncate_to(next_offset)
+        self.time_index.truncate_to(next_offset)
+        self.txn_index.truncate_to(next_offset)
+        self._truncate_log(size)
+        logger.warning(
+            "%s: truncated a torn tail of %d bytes at position %d (next offset %d)",
+            self.log_path, file_size - size, size, next_offset,
+        )  # fmt: skip
+        return file_size - size
 
     def _check_append(self, position: int, header: BatchHeader) -> None:
         minimum = self._next_offset

@@ -59,7 +59,7 @@ from txn_log.coordinator.state_log_format import (
 )
 from txn_log.coordinator.transaction_coordinator import STATE_PARTITION
 from txn_log.coordinator.transaction_state import TransactionState
-from txn_log.errors import UnknownTopicOrPartitionError
+from txn_log.errors import TransactionAbortableError, UnknownTopicOrPartitionError
 from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.log import Log
 from txn_log.record.codec import iter_records
@@ -563,7 +563,8 @@ def test_unknown_partition_is_refused_before_it_joins_the_transaction(tmp_path: 
     """C-16, C-19: a send to a partition that does not exist must fail *before* the partition
     is registered with the coordinator. Otherwise the abort's PREPARE_ABORT lists a partition no
     marker can be written to, and every later coordinator call, in every process, fails while
-    rolling it forward: the whole log is wedged."""
+    rolling it forward: the whole log is wedged. The failed send leaves the transaction
+    abortable only (issue 12 item 3); after the abort, the next transaction commits."""
     log = Log.open(tmp_path / "log")
     log.create_topic(TOPIC, partitions=2)
     producer = log.producer(TXN_ID)
@@ -571,8 +572,12 @@ def test_unknown_partition_is_refused_before_it_joins_the_transaction(tmp_path: 
     producer.begin_transaction()
     with pytest.raises(UnknownTopicOrPartitionError, match="partition 5"):
         producer.send(TOPIC, b"lost", partition=5)
+    with pytest.raises(TransactionAbortableError, match="partition 5"):
+        producer.send(TOPIC, b"kept", partition=1)
+    producer.abort_transaction()
+    producer.begin_transaction()
     producer.send(TOPIC, b"kept", partition=1)
-    producer.commit_transaction()  # the transaction is still usable
+    producer.commit_transaction()
     assert [r.value for r in log.consumer().read(TopicPartition(TOPIC, 1), 0)] == [b"kept"]
     other = log.producer("another-id")
     other.init_transactions()  # the coordinator is not wedged

@@ -1,0 +1,159 @@
+"""The producer's per-partition buffers and the batches made from them (F-09, P-08, P-09).
+
+``PartitionBuffer`` holds one partition's validated records in send order until a batch holding
+them is appended; it knows their exact encoded size, so the producer fills a batch up to
+``batch.size`` or ``max.message.bytes`` without a guess. ``encode_producer_batch`` turns some of
+them into one record batch. ``split_count`` says how many records to try next when the batch
+came out larger than the limit, which only compression can cause (the uncompressed size is
+exact): Kafka's producer likewise splits a batch the broker refused as too large and
+re-enqueues the parts, in order. ``check_record_fits`` is ``send()``'s size check of one
+record (F-09); ``drop_too_large`` removes a record that no longer fits even alone.
+
+Not thread-safe; the producer that owns the buffers serialises access (C-39).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from txn_log.errors import RecordTooLargeError
+from txn_log.producer_record import ProducerRecord, max_compressed_size, record_size
+from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.topic_partition import TopicPartition
+
+MAX_BATCH_BYTES = (1 << 31) - 1
+"""The batch length field's limit (int32), whatever ``max.message.bytes`` says."""
+
+
+@dataclass
+class PartitionBuffer:
+    """One partition's records in send order, not yet appended. ``size`` is their exact
+    uncompressed records section as one batch (header excluded); ``body_sizes`` caches each
+    record's ``record_body_size``."""
+
+    records: list[ProducerRecord] = field(default_factory=list)
+    body_sizes: list[int] = field(default_factory=list)
+    size: int = 0
+
+    def next_size(self, record: ProducerRecord, body_size: int) -> int:
+        """Bytes ``record`` would add as the next record of this batch (F-17 deltas)."""
+        if not self.records:
+            return record_size(body_size, 0, 0)
+        delta = record.timestamp_ms - self.records[0].timestamp_ms
+        return record_size(body_size, len(self.records), delta)
+
+    def add(self, record: ProducerRecord, body_size: int, size: int) -> None:
+        """Append ``record``; ``size`` is ``next_size(record, body_size)``."""
+        self.records.append(record)
+        self.body_sizes.append(body_size)
+        self.size += size
+
+    def remove_head(self, count: int) -> None:
+        """Forget the first ``count`` records (appended or dropped); the rest are re-sized as
+        the batch they now start."""
+        del self.records[:count], self.body_sizes[:count]
+        first = self.records[0].timestamp_ms if self.records else 0
+        self.size = sum(
+            record_size(body, index, record.timestamp_ms - first)
+            for index, (record, body) in enumerate(zip(self.records, self.body_sizes, strict=True))
+        )
+
+
+def encode_producer_batch(records: Sequence[ProducerRecord], **settings: Any) -> bytes:
+    """One batch of ``records`` (``settings`` as ``encode_batch`` takes them): the columnar
+    encoder when no record has headers (whole-batch work on Arrow buffers), the per-record one
+    otherwise. Both write the same bytes."""
+    from txn_log.record.codec import encode_batch, encode_records
+
+    if any(record.headers for record in records):
+        return encode_records(records, **settings)
+    import pyarrow as pa
+
+    keys, values, timestamps, _ = zip(*records, strict=True)
+    columns = pa.record_batch(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(timestamps, pa.int64()),
+        ],
+        names=["key", "value", "timestamp"],
+    )
+    return encode_batch(columns, **settings)
+
+
+def split_count(count: int, batch_bytes: int, limit: int) -> int:
+    """How many of the ``count`` records whose batch took ``batch_bytes`` (> ``limit``) to
+    put in the next, smaller batch: their share of the limit, at least one, fewer than
+    ``count`` (so that splitting always ends)."""
+    return max(1, min(count - 1, count * limit // batch_bytes))
+
+
+def check_record_fits(
+    tp: TopicPartition,
+    record: ProducerRecord,
+    body_size: int,
+    size_in_batch: int,
+    max_bytes: int,
+    compression: Compression,
+    encode: Callable[[list[ProducerRecord], int], bytes],
+) -> None:
+    """RecordTooLargeError unless ``record`` alone makes a batch within ``max_bytes`` (F-09):
+    exactly, and compressed (``encode``, the producer's own) when ``max_compressed_size`` says
+    the codec could grow it past the limit. That is the batch the producer writes for this
+    record alone, so a record accepted here never fails there on size while the config holds.
+
+    ``size_in_batch`` (the record's size at its place in its buffer, never less than alone)
+    decides the common case in one comparison.
+    """
+    limit = min(max_bytes, MAX_BATCH_BYTES)
+    if HEADER_SIZE + max_compressed_size(size_in_batch, compression) <= limit:
+        return
+    size = record_size(body_size, 0, 0)
+    if HEADER_SIZE + size > limit:
+        raise RecordTooLargeError(too_large_message(tp, size, None, max_bytes))
+    if HEADER_SIZE + max_compressed_size(size, compression) > limit:
+        compressed = len(encode([record], 0))
+        if compressed > limit:
+            raise RecordTooLargeError(
+                too_large_message(tp, size, (compressed, compression), max_bytes)
+                + "; the data does not compress: send it uncompressed or in smaller records"
+            )
+
+
+def drop_too_large(
+    tp: TopicPartition,
+    buffer: PartitionBuffer,
+    batch_bytes: int,
+    limit: int,
+    compression: Compression,
+) -> RecordTooLargeError:
+    """Drop the record at the head of ``buffer``, whose batch alone took ``batch_bytes`` (more
+    than ``limit``), and return the error that names it, for the caller to raise."""
+    size = record_size(buffer.body_sizes[0], 0, 0)
+    key = buffer.records[0].key
+    buffer.remove_head(1)
+    compressed = None if compression is Compression.NONE else (batch_bytes, compression)
+    return RecordTooLargeError(
+        f"{too_large_message(tp, size, compressed, limit)}; the record ("
+        f"{'null key' if key is None else f'key {key[:40]!r}'}) was dropped, "
+        f"{len(buffer.records)} record(s) after it stay buffered"
+    )
+
+
+def too_large_message(
+    tp: TopicPartition,
+    record_bytes: int,
+    compressed: tuple[int, Compression] | None,
+    max_bytes: int,
+) -> str:
+    """RecordTooLargeError's message: the record's size, its batch's size before (and after)
+    compression, and the limit (F-09)."""
+    batch = f"a batch of {HEADER_SIZE + record_bytes} bytes"
+    if compressed is not None:
+        batch += f", {compressed[0]} bytes with {compressed[1].name.lower()} compression"
+    return (
+        f"{tp}: record of {record_bytes} bytes makes {batch}, more than the topic's "
+        f"max.message.bytes of {max_bytes} (F-09)"
+    )

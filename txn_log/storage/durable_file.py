@@ -1,0 +1,90 @@
+"""The engine's one rule for replacing a small file durably (issue 12 item 11).
+
+    1. write the new bytes to a temporary file in the same directory, fsync it;
+    2. rename it over the target (atomic: a reader sees the old file or the whole new one);
+    3. fsync the directory, so that the rename itself survives a machine crash.
+
+Without step 3 a power failure can undo a rename the writer already acted on: a producer-id
+block handed out twice (P-02), a snapshot or topic file silently back to its old contents.
+Every "replace a file" in the engine goes through ``write_durably`` (topic metadata and
+``txnlog.json`` in ``log.py``, the producer-id block file, producer snapshots).
+
+Temporary names are ``.<target name, at most 64 characters>.<pid>.<thread id>.tmp``: unique
+per process and thread, so concurrent writers of one target never write into each other's
+temporary file, and hidden (a leading dot) so directory listings of topics, segments or
+snapshots never mistake one for data. ``is_temp_name`` recognises them for clean-up; only
+remove one under the lock that serialises the writers of that directory.
+
+Errors: any failed write, fsync or rename raises ``StorageError`` naming the target, after
+removing the temporary file; the target is then untouched. A failed fsync is not retried
+(TESTING.md §7: the kernel may have dropped the dirty pages).
+
+Thread and process safety: safe for any number of concurrent writers of one target (the last
+rename wins, each version whole); callers that need read-modify-write hold their own lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from txn_log.errors import StorageError
+from txn_log.fault_points import crash_point
+
+TEMP_SUFFIX = ".tmp"
+_MAX_NAME_PART = 64  # a 249-character topic name plus the suffixes would pass NAME_MAX (255)
+
+
+def temp_path_for(path: Path) -> Path:
+    """The temporary file this process and thread writes ``path``'s next version to."""
+    return path.with_name(
+        f".{path.name[:_MAX_NAME_PART]}.{os.getpid()}.{threading.get_ident()}{TEMP_SUFFIX}"
+    )
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a temporary file of ``write_durably`` (a leftover after a crash)."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def write_durably(path: Path, data: bytes, *, fault_name: str | None = None) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, directory fsync.
+
+    ``fault_name`` arms the crash points ``<fault_name>.after_temp_fsync`` and
+    ``<fault_name>.after_rename`` (``fault_points``) for the crash tests. Raises StorageError.
+    """
+    temp = temp_path_for(path)
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if fault_name is not None:
+            crash_point(f"{fault_name}.after_temp_fsync")
+        os.replace(temp, path)
+    except OSError as error:
+        temp.unlink(missing_ok=True)
+        raise StorageError(f"cannot write {path}: {error}") from error
+    if fault_name is not None:
+        crash_point(f"{fault_name}.after_rename")  # renamed, the directory not yet synced
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the renames, creations and unlinks already done in ``directory`` durable.
+
+    Raises StorageError (never retried: the directory's metadata may be lost).
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise StorageError(f"cannot fsync directory {directory}: {error}") from error

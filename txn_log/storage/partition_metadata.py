@@ -1,0 +1,92 @@
+"""``partition.metadata``: which topic a partition directory belongs to (Kafka's topic id).
+
+A topic name can be deleted and created again; the name alone cannot tell a process that the
+partition it opened is gone. Kafka (KIP-516) gives every topic a random 16-byte id and writes it
+into each partition directory, in this exact text form:
+
+    version: 0
+    topic_id: <the id, URL-safe base64 without padding, 22 characters>
+
+The file is written once, durably, when the partition is created, and removed first when the
+topic is deleted (under the partition lock, DESIGN §3). A process records the topic id when it
+opens the partition and checks it, under the partition lock, before every append and marker: a
+file that is gone or holds another id means the directory now belongs to nobody or to a new
+topic of the same name, and the write is refused (UnknownTopicIdError, InconsistentTopicIdError),
+so that no write is acknowledged into a deleted file.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from txn_log.errors import (
+    CorruptRecordError,
+    InconsistentTopicIdError,
+    UnknownTopicIdError,
+)
+from txn_log.storage.durable_file import write_durably
+
+FILE_NAME = "partition.metadata"
+VERSION = 0
+
+
+def new_topic_id() -> str:
+    """A random topic id in Kafka's printed form (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class PartitionIdentity:
+    """The topic id a partition directory was stamped with."""
+
+    topic_id: str
+
+
+def write_partition_metadata(directory: Path, topic_id: str) -> None:
+    """Write ``partition.metadata`` durably (temp file, fsync, rename, directory fsync)."""
+    text = f"version: {VERSION}\ntopic_id: {topic_id}\n"
+    write_durably(directory / FILE_NAME, text.encode())
+
+
+def read_identity(directory: Path, what: str) -> PartitionIdentity:
+    """The identity of ``directory`` now; UnknownTopicIdError if it has none (deleted)."""
+    path = directory / FILE_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise UnknownTopicIdError(
+            f"{what}: the partition was deleted with its topic (no {path})"
+        ) from None
+    try:
+        text = os.read(fd, 4096).decode(errors="replace")
+    finally:
+        os.close(fd)
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    if fields.get("version") != str(VERSION) or not fields.get("topic_id"):
+        raise CorruptRecordError(f"{path}: not a version {VERSION} partition.metadata: {text!r}")
+    return PartitionIdentity(fields["topic_id"])
+
+
+def check_identity(directory: Path, expected: PartitionIdentity, what: str) -> None:
+    """Raise unless ``directory`` still belongs to the topic ``expected`` was read from.
+
+    Compares the topic id itself (a few system calls): inode numbers are reused at once by a
+    file system, so a re-created file can have the deleted one's inode.
+    """
+    try:
+        current = read_identity(directory, what)
+    except UnknownTopicIdError:
+        raise UnknownTopicIdError(
+            f"{what}: the topic was deleted (topic id {expected.topic_id}) after this process "
+            "opened the partition; nothing was written"
+        ) from None
+    if current.topic_id != expected.topic_id:
+        raise InconsistentTopicIdError(
+            f"{what}: the topic was deleted and re-created (topic id {expected.topic_id} is "
+            f"now {current.topic_id}) after this process opened the partition; nothing was "
+            "written"
+        )

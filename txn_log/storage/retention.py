@@ -1,0 +1,103 @@
+"""Retention of a partition's segments: which to delete, and how (T-10, B-09; DESIGN §2).
+
+Kafka's rules, applied by ``PartitionLog`` under the partition's lock:
+
+- retention.ms judges a segment by its newest record's timestamp (T-10), not by file times; a
+  segment holding only control batches by its first marker's (append) time;
+- retention.bytes deletes the oldest segment while what remains is still at least the limit;
+- the active (newest) segment is never deleted, nor one holding data of an open transaction,
+  so the last stable offset never falls below the log start (B-03, B-04);
+- a segment goes with its offset and time indexes and its aborted-transaction index (B-09);
+- never a segment of an internal topic: ``__transaction_state`` (transactional ids, the sink's
+  batch ledger) and ``__consumer_offsets`` are replayed from their first offset, where Kafka
+  compacts them instead of deleting by age (cleanup.policy=compact, CFG-18).
+
+Deleting unlinks the files and closes nothing: readers take no lock, and a reader thread in the
+middle of a deleted segment reads on through its open descriptors (``owned_fd`` closes them
+when the last reference goes), as readers in other processes do. Functions here are stateless;
+the caller holds the partition's lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from txn_log.errors import StorageError
+from txn_log.storage.durable_file import fsync_directory
+from txn_log.storage.file_names import LOG_SUFFIX, SEGMENT_SUFFIXES, parse_offset_file_name
+from txn_log.storage.segment import LogSegment
+from txn_log.topic_config import INTERNAL_TOPICS, TopicConfig
+
+_INDEX_SUFFIXES = frozenset(SEGMENT_SUFFIXES) - {LOG_SUFFIX}
+
+
+def applies_to(topic: str) -> bool:
+    """Whether retention may delete segments of ``topic`` (never of an internal topic)."""
+    return topic not in INTERNAL_TOPICS
+
+
+def deletable_segments(
+    topic: str,
+    segments: Sequence[LogSegment],
+    config: TopicConfig,
+    now_ms: int,
+    first_unstable_offset: int | None,
+) -> int:
+    """How many of the oldest ``segments`` of ``topic`` (oldest first, the last one active)
+    retention deletes at ``now_ms``; ``first_unstable_offset`` is the inclusive first offset of
+    the earliest open transaction, None when none is open."""
+    if not applies_to(topic):
+        return 0
+    total = sum(s.size for s in segments)
+    count = 0
+    for segment in segments[:-1]:
+        if first_unstable_offset is not None and segment.next_offset > first_unstable_offset:
+            break
+        newest = newest_timestamp(segment)
+        expired = config.retention_ms >= 0 and (
+            newest is None or now_ms - newest > config.retention_ms
+        )
+        oversize = config.retention_bytes >= 0 and total - segment.size >= config.retention_bytes
+        if not (expired or oversize):
+            break
+        total -= segment.size
+        count += 1
+    return count
+
+
+def newest_timestamp(segment: LogSegment) -> int | None:
+    """What retention.ms judges ``segment`` by (T-10): its newest data record's timestamp, or,
+    when it holds only control batches, its first batch's (a marker's LogAppendTime); None
+    for an empty segment, which holds no offset and may always go."""
+    if segment.max_timestamp is not None:
+        return segment.max_timestamp
+    return segment.first_batch_timestamp
+
+
+def unlink_segments(directory: Path, segments: Sequence[LogSegment]) -> None:
+    """Unlink the files of ``segments`` without closing them (readers may be in them).
+
+    The ``.log`` files go first and durably (directory fsync): a segment must never come back
+    after a crash without its ``.txnindex``, or its aborted records would read as committed.
+    Index files a crash leaves behind are removed by ``remove_orphan_indexes``.
+    Raises StorageError.
+    """
+    try:
+        for segment in segments:
+            segment.log_path.unlink(missing_ok=True)
+        fsync_directory(directory)
+        for segment in segments:
+            for index in (segment.offset_index, segment.time_index, segment.txn_index):
+                index.path.unlink(missing_ok=True)
+    except OSError as error:
+        raise StorageError(f"cannot delete old segments in {directory}: {error}") from error
+
+
+def remove_orphan_indexes(directory: Path, log_start_offset: int) -> None:
+    """Index files below the log start whose segment is gone: left by a crash during a
+    deletion, or created by a reader that opened a segment while it was being deleted."""
+    for path in directory.iterdir():
+        parsed = parse_offset_file_name(path.name)
+        if parsed is not None and parsed[1] in _INDEX_SUFFIXES and parsed[0] < log_start_offset:
+            path.unlink(missing_ok=True)
