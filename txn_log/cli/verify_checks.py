@@ -48,6 +48,7 @@ from txn_log.storage.file_names import (
     parse_offset_file_name,
 )
 from txn_log.storage.producer_snapshot import read_snapshot
+from txn_log.storage.replay import read_control_record
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 
@@ -93,19 +94,26 @@ def check_records(
     """Problems of the records of one batch of an internal topic (none elsewhere).
 
     The coordinator decodes every batch of its state log, so a control batch (a COMMIT or
-    ABORT marker) there is a problem too; ``__consumer_offsets`` is read with read_committed,
-    which skips markers (they belong there: transactional offset commits, O-04).
+    ABORT marker) there is a problem too. Markers belong in ``__consumer_offsets``
+    (transactional offset commits, O-04); its reader parses each as one control record.
     """
     found = _RECORD_CHECKS.get(topic)
-    if found is None or (header.is_control and topic != TRANSACTION_STATE_TOPIC):
+    if found is None:
         return []
     check, consequence = found
-    if header.is_control:
+    if header.is_control and topic == TRANSACTION_STATE_TOPIC:
         message = (
             f"a transaction marker (control batch) at offset {header.base_offset} of {topic}, "
             f"which holds no transactions; {consequence} (verify never deletes records)"
         )
         return [Problem(str(path), position, message, False)]
+    if header.is_control:
+        try:
+            read_control_record(header, batch)
+        except DECODE_ERRORS as error:
+            message = f"control batch at offset {header.base_offset} of {topic}: {error}"
+            return [Problem(str(path), position, f"{message}; {consequence}", False)]
+        return []
     problems = []
     try:
         for record in iter_records(batch):
