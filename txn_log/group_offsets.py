@@ -41,6 +41,7 @@ from txn_log.errors import (
     TxnLogError,
 )
 from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata
+from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, validate_topic_name
 from txn_log.topic_partition import TopicPartition
 
@@ -265,7 +266,9 @@ class GroupOffsetStore:
         normalized = normalize_offsets(offsets)
         if normalized:
             plog = self._log.partition_log(OFFSETS_PARTITION)
-            plog.append(self.encode_batch(group_id, normalized), sync=True)
+            plog.append(
+                self.encode_batch(group_id, normalized), sync=True, origin=AppendOrigin.COORDINATOR
+            )
 
     def committed(
         self, group_id: str, partitions: Iterable[TopicPartition]

@@ -43,6 +43,21 @@ def validate_topic_name(name: object) -> str:
     return name
 
 
+def check_client_append(topic: str) -> None:
+    """Raise InvalidTopicError if ``topic`` is internal: clients never write those (C-03).
+
+    Kafka's ``ReplicaManager`` answers INVALID_TOPIC_EXCEPTION (17) "Cannot append to internal
+    topic" to a produce request for them; only the coordinators' own appends (origin
+    COORDINATOR) reach them, so every record there decodes for every process.
+    """
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(
+            f"Cannot append to internal topic {topic!r}: {TRANSACTION_STATE_TOPIC} and "
+            f"{CONSUMER_OFFSETS_TOPIC} are written only by the transaction and group "
+            "coordinators (C-03); produce to a topic of your own"
+        )
+
+
 @dataclass(frozen=True)
 class TopicConfig:
     """Per-topic settings under Kafka's config names (see ``KEYS``); times in ms, sizes in bytes."""

@@ -1,7 +1,8 @@
 """``txnlog produce`` and ``txnlog consume``: quick manual use (the console producer/consumer).
 
 ``produce`` sends each line of stdin as a value (``--key-separator`` splits key and value),
-idempotently, or in one transaction with ``--transactional-id``. ``consume`` prints values
+idempotently, or in one transaction with ``--transactional-id``; internal topics are refused
+before anything is written (C-03). ``consume`` prints values
 (``--print-key`` for keys) at ``--isolation-level`` (read_committed by default); like any
 read_committed reader it lets the coordinator abort transactions past their timeout.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from txn_log.cli.common import EXIT_OK, open_log
 from txn_log.consumer import ConsumerRecord
+from txn_log.topic_config import check_client_append
 from txn_log.topic_partition import TopicPartition
 
 
@@ -60,6 +62,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_produce(args: argparse.Namespace) -> int:
+    check_client_append(args.topic)  # before anything is opened, let alone written (C-03)
     log = open_log(args.path, writable=True)
     log.partitions(args.topic)  # a mistyped topic fails before anything is read
     producer = log.producer(args.transactional_id)

@@ -1,241 +1,170 @@
-"""``txnlog verify``: check every segment, index and snapshot; ``--repair`` fixes what it can.
+"""``txnlog verify``: check every segment, index, snapshot and internal record; ``--repair``
+fixes what it can.
 
-Checks, per partition: every batch of every segment (length, magic, CRC-32C, offsets moving
-forward), segments following each other without gaps, offset-index entries pointing at the
-batch that holds their offset, time-index entries growing, aborted-transaction entries inside
-their segment, and every producer snapshot readable. Each problem names the file and position.
+What is checked, per partition, is listed in ``verify_checks``; each problem names the file and
+position. Safe on a live log (DESIGN §3):
 
-Without ``--repair`` nothing is written (the files are opened read-only). ``--repair`` truncates
-a torn tail of a partition's last segment and rebuilds every segment's indexes, deletes
-unreadable snapshots, and prints exactly what it removed; corruption before the tail is never
-"repaired" by dropping data: it stays reported and the exit code stays 1.
+- The whole log is first checked without any lock, opened read-only. A partition with problems
+  is checked again under its partition lock (the writers' lock, so no append is in flight and
+  a half-written batch is finished), and only what that finds is reported: a live writer's
+  batch, an index entry newer than the scan, or the index entry of an abort whose marker is
+  being written are not problems. That second check waits for the writer's current batch.
+- Segments, partitions and topics that retention or another process's topic deletion remove
+  during the run are skipped, not reported.
+- Without ``--repair`` nothing is written or created. ``--repair`` calls
+  ``PartitionLog.repair`` for each partition with a repairable problem: under the partition
+  lock it truncates a torn tail of the last segment (X-11, X-20), rebuilds every index and
+  deletes unreadable snapshots, and it prints exactly what it changed. Corruption before the
+  tail, and records of an internal topic that do not decode, are never "repaired" by dropping
+  data: they stay reported and the exit code stays 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from txn_log.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    Progress,
-    all_partitions,
-    emit_json,
-    emit_table,
-    open_log,
-)
-from txn_log.errors import CorruptRecordError
+from txn_log.cli.common import EXIT_FAILED, EXIT_OK, Progress, emit_json, emit_table, open_log
+from txn_log.cli.verify_checks import PartitionCheck, Problem, check_partition
+from txn_log.errors import TxnLogError, UnknownTopicOrPartitionError
 from txn_log.log import Log
-from txn_log.storage.batch_scan import BatchScan, find_valid_batch_after
-from txn_log.storage.file_names import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    offset_file_name,
-    parse_offset_file_name,
-)
-from txn_log.storage.offset_index import OffsetIndex
-from txn_log.storage.producer_snapshot import read_snapshot
-from txn_log.storage.time_index import TimeIndex
-from txn_log.storage.txn_index import TransactionIndex
+from txn_log.storage.file_names import LOG_SUFFIX
+from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
 from txn_log.topic_partition import TopicPartition
 
 
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    position: int
-    problem: str
-    repairable: bool
-
-
 def add_parser(subparsers: Any) -> None:
-    verify = subparsers.add_parser("verify", help="check segments, indexes and snapshots")
+    verify = subparsers.add_parser(
+        "verify", help="check segments, indexes, snapshots and internal records"
+    )
     verify.add_argument("path")
     verify.add_argument(
         "--repair",
         action="store_true",
-        help="truncate torn tails and rebuild indexes (modifies the log)",
+        help="truncate torn tails, rebuild indexes, drop unreadable snapshots (modifies the log)",
     )
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=run)
 
 
-def segment_paths(directory: Path) -> list[tuple[int, Path]]:
-    found = [
-        (parsed[0], p)
-        for p in directory.iterdir()
-        if (parsed := parse_offset_file_name(p.name)) and parsed[1] == LOG_SUFFIX
-    ]
-    return sorted(found)
+@contextmanager
+def partition_lock(directory: Path) -> Iterator[bool]:
+    """Hold the partition's writer lock (``PartitionLog``'s flock) without creating anything.
 
-
-def scan_segment(
-    path: Path, base: int, expected_base: int | None, last: bool
-) -> tuple[list[Problem], int]:
-    """Problems of one .log file (and its indexes), and the segment's next offset."""
-    problems: list[Problem] = []
-    if expected_base is not None and base != expected_base:
-        problems.append(
-            Problem(
-                str(path),
-                0,
-                f"segment starts at offset {base}, but the previous one ends at {expected_base}",
-                False,
-            )
-        )
-    fd = os.open(path, os.O_RDONLY)
+    Yields False if the partition directory is gone. A partition no writer ever opened has
+    no lock file and nothing to wait for. Use it only while this process holds no other lock
+    on the partition (a second flock in one process waits for the first).
+    """
     try:
-        size = os.fstat(fd).st_size
-        scan = BatchScan(fd, path, base_offset=base, start=0, end=size, file_size=size)
-        next_offset, positions = base, {}  # batch position -> its last offset
-        try:
-            for position, header, _ in scan:
-                positions[position] = header.last_offset
-                next_offset = header.next_offset
-        except CorruptRecordError as error:
-            problems.append(Problem(str(path), scan.position, str(error), False))
-            return problems, next_offset
-        if scan.invalid is not None:
-            follower = find_valid_batch_after(
-                fd, scan.position, size, base_offset=base, min_base_offset=next_offset
-            )
-            torn = last and follower is None
-            if torn:
-                message = f"torn tail ({size - scan.position} bytes): {scan.invalid}"
-            else:
-                where = "" if follower is None else f"; a valid batch follows at {follower}"
-                message = f"corrupt batch before the tail: {scan.invalid}{where}"
-            problems.append(Problem(str(path), scan.position, message, torn))
-            if not torn:  # the indexes cannot be judged against a segment read half-way
-                return problems, next_offset
+        fd: int | None = os.open(directory / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = None
+    if fd is None:
+        yield directory.is_dir()
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
     finally:
-        os.close(fd)
-    problems += check_indexes(path.parent, base, positions, next_offset)
-    return problems, next_offset
+        os.close(fd)  # drops the flock
 
 
-def check_indexes(
-    directory: Path, base: int, positions: dict[int, int], next_offset: int
-) -> list[Problem]:
-    """Index entries against the batches found in the segment (read-only)."""
-    problems: list[Problem] = []
-    index_path = directory / offset_file_name(base, INDEX_SUFFIX)
-    offsets = OffsetIndex(index_path, base).entries() if index_path.exists() else []
-    for entry in offsets:
-        if positions.get(entry.position) != entry.offset:
-            message = f"entry for offset {entry.offset} does not point at the batch holding it"
-            problems.append(Problem(str(index_path), entry.position, message, True))
-    time_path = directory / offset_file_name(base, TIME_INDEX_SUFFIX)
-    stamps = TimeIndex(time_path, base).entries() if time_path.exists() else []
-    previous = -1
-    for stamp in stamps:
-        if stamp.timestamp < previous or not base <= stamp.offset < max(next_offset, base + 1):
-            message = (
-                f"entry ({stamp.timestamp}, {stamp.offset}) is out of order or outside the segment"
-            )
-            problems.append(Problem(str(time_path), 0, message, True))
-        previous = stamp.timestamp
-    txn_path = directory / offset_file_name(base, TXN_INDEX_SUFFIX)
-    aborted = TransactionIndex(txn_path, base).entries() if txn_path.exists() else []
-    for txn in aborted:
-        if txn.last_offset >= next_offset:
-            message = (
-                f"aborted transaction of producer {txn.producer_id} ends at {txn.last_offset}, "
-                f"past the segment's end {next_offset}"
-            )
-            problems.append(Problem(str(txn_path), 0, message, True))
-    return problems
+def partition_exists(log: Log, tp: TopicPartition) -> bool:
+    """Whether the topic still has this partition (another process may have deleted it)."""
+    try:
+        exists = tp in log.partitions(tp.topic)
+    except UnknownTopicOrPartitionError:
+        return False
+    return exists and (log.path / tp.directory_name).is_dir()
 
 
-def check_snapshots(directory: Path) -> list[Problem]:
-    problems = []
-    for path in sorted(directory.glob(f"*{SNAPSHOT_SUFFIX}")):
-        try:
-            read_snapshot(path)
-        except CorruptRecordError as error:
-            problems.append(Problem(str(path), 0, str(error), True))
-    return problems
-
-
-def check_partition(
-    log: Log, tp: TopicPartition, progress: Progress, done: int
-) -> tuple[list[Problem], int]:
-    """Every problem of one partition, and the bytes scanned so far (for progress)."""
+def checked_under_lock(
+    log: Log, tp: TopicPartition, reuse: PartitionCheck | None
+) -> PartitionCheck | None:
     directory = log.path / tp.directory_name
-    segments = segment_paths(directory)
-    problems: list[Problem] = []
-    expected: int | None = None
-    for index, (base, path) in enumerate(segments):
-        found, expected = scan_segment(path, base, expected, index == len(segments) - 1)
-        problems += found
-        done += path.stat().st_size
-        progress.update(done)
-    return problems + check_snapshots(directory), done
+    with partition_lock(directory) as present:
+        return check_partition(directory, tp.topic, reuse=reuse) if present else None
 
 
 def repair_partition(log: Log, tp: TopicPartition) -> list[str]:
-    """Truncate a torn tail, rebuild every segment's indexes, drop unreadable snapshots."""
-    removed: list[str] = []
-    for problem in check_snapshots(log.path / tp.directory_name):
-        Path(problem.file).unlink()
-        removed.append(f"deleted unreadable snapshot {problem.file}")
+    """Everything ``PartitionLog.repair`` changed (it holds the partition lock throughout)."""
+    if not partition_exists(log, tp):
+        return []
+    directory, config = log.path / tp.directory_name, log.topic_config(tp.topic)
     try:
-        plog = log.partition_log(tp)  # opening under the lock truncates a torn tail
-    except CorruptRecordError as error:
-        return [*removed, f"could not repair {tp}: {error}"]
-    removed += plog.last_recovery
-    segments = plog.segments
-    for index, segment in enumerate(segments):
+        plog, done = PartitionLog.open_for_repair(directory, tp, config, clock=log.clock)
+    except (TxnLogError, OSError) as error:
+        return [f"could not repair {tp}: {error}"] if partition_exists(log, tp) else []
+    plog.close()
+    return done
+
+
+def verify_partition(
+    log: Log, tp: TopicPartition, progress: Progress, done: list[int], repair: bool
+) -> tuple[list[Problem], list[str]] | None:
+    """The problems left in one partition and what was repaired; None if it vanished."""
+    directory = log.path / tp.directory_name
+
+    def on_segment(size: int) -> None:
+        done[0] += size
+        progress.update(done[0])
+
+    found = check_partition(directory, tp.topic, on_segment=on_segment)
+    if found is not None and found.problems:
+        found = checked_under_lock(log, tp, found)  # a live tail is no problem (DESIGN §3)
+    repaired: list[str] = []
+    if repair and found is not None and any(p.repairable for p in found.problems):
+        repaired = repair_partition(log, tp)
+        found = checked_under_lock(log, tp, None)
+    if found is None or (found.problems and not partition_exists(log, tp)):
+        return None
+    return found.problems, repaired
+
+
+def list_partitions(log: Log) -> list[TopicPartition]:
+    """Every partition of every topic, internal ones included (deleted topics skipped)."""
+    partitions: list[TopicPartition] = []
+    for topic in log.topics(include_internal=True):
         try:
-            result = segment.recover(
-                plog.config.max_message_bytes, allow_torn_tail=index == len(segments) - 1
-            )
-        except CorruptRecordError as error:
-            removed.append(f"could not repair {segment.log_path}: {error}")
-            continue
-        if result.truncated_bytes:
-            removed.append(
-                f"truncated {result.truncated_bytes} bytes at position "
-                f"{result.truncated_at} of {segment.log_path}"
-            )
-    return removed
+            partitions += log.partitions(topic)
+        except UnknownTopicOrPartitionError:
+            continue  # deleted since it was listed
+    return partitions
+
+
+def log_bytes(log: Log, partitions: list[TopicPartition]) -> int:
+    total = 0
+    for tp in partitions:
+        for path in (log.path / tp.directory_name).glob(f"*{LOG_SUFFIX}"):
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:
+                continue
+    return total
 
 
 def run(args: argparse.Namespace) -> int:
     log = open_log(args.path, writable=args.repair)
-    partitions = all_partitions(log, log.topics(include_internal=True))
-    total = sum(
-        p.stat().st_size
-        for tp in partitions
-        for p in (log.path / tp.directory_name).glob(f"*{LOG_SUFFIX}")
-    )
-    progress = Progress("verify", total)
+    partitions = list_partitions(log)
+    progress = Progress("verify", log_bytes(log, partitions))
     problems: list[Problem] = []
-    done = 0
-    for tp in partitions:
-        found, done = check_partition(log, tp, progress, done)
-        problems += found
-    progress.finish()
     repaired: list[str] = []
-    if args.repair:
-        for tp in sorted(
-            {
-                tp
-                for tp in partitions
-                for p in problems
-                if p.repairable and p.file.startswith(str(log.path / tp.directory_name) + os.sep)
-            }
-        ):
-            repaired += repair_partition(log, tp)
-        problems = [p for tp in partitions for p in check_partition(log, tp, progress, 0)[0]]
-    report(args, problems, repaired, len(partitions))
+    checked, done = 0, [0]
+    for tp in partitions:
+        result = verify_partition(log, tp, progress, done, args.repair)
+        if result is None:
+            continue  # deleted meanwhile
+        problems += result[0]
+        repaired += result[1]
+        checked += 1
+    progress.finish()
+    report(args, problems, repaired, checked)
     return EXIT_FAILED if problems else EXIT_OK
 
 

@@ -64,6 +64,7 @@ from txn_log.group_offsets import (
 )
 from txn_log.record.control import ControlType
 from txn_log.storage.group_sync import flush_all
+from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_config import TRANSACTION_STATE_TOPIC
 from txn_log.topic_partition import TopicPartition
 
@@ -139,7 +140,9 @@ class TransactionCoordinator:
         batch = encode_records(
             [(encode_key(e), encode_value(e), now, ()) for e in entries], now_ms=now
         )
-        result = self._log.partition_log(STATE_PARTITION).append(batch, sync=sync)
+        result = self._log.partition_log(STATE_PARTITION).append(
+            batch, sync=sync, origin=AppendOrigin.COORDINATOR
+        )
         for entry in entries:
             self._state.apply(entry)
         self._applied = result.last_offset + 1

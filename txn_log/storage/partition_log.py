@@ -39,6 +39,7 @@ from pathlib import Path
 from txn_log.clock import SYSTEM_CLOCK, Clock
 from txn_log.errors import (
     ConfigError,
+    CorruptRecordError,
     ExpectedOffsetMismatchError,
     InvalidRecordError,
     LogLockedError,
@@ -59,7 +60,12 @@ from txn_log.record.batch_header import (
 from txn_log.record.control import ControlType, encode_control_batch
 from txn_log.storage import replay, retention
 from txn_log.storage.durable_file import fsync_directory
-from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
+from txn_log.storage.file_names import (
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    offset_file_name,
+    parse_offset_file_name,
+)
 from txn_log.storage.partition_metadata import (
     FILE_NAME as PARTITION_METADATA_FILE,
 )
@@ -71,10 +77,11 @@ from txn_log.storage.partition_metadata import (
     write_partition_metadata,
 )
 from txn_log.storage.producer_append_info import AppendOrigin, CompletedTxn
+from txn_log.storage.producer_snapshot import read_snapshot
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.segment import LogSegment
 from txn_log.storage.txn_index import AbortedTxn
-from txn_log.topic_config import TopicConfig
+from txn_log.topic_config import TopicConfig, check_client_append
 from txn_log.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -121,6 +128,13 @@ def _indexes_within(segment: LogSegment) -> bool:
     """
     last_index, last_time = segment.offset_index.last_entry(), segment.time_index.last_entry()
     return all(e is None or e.offset < segment.next_offset for e in (last_index, last_time))
+
+
+def _read_if_exists(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 class PartitionLog:
@@ -268,6 +282,30 @@ class PartitionLog:
             log._end_offset = active.next_offset
             log._tail_position = active.size
         return log
+
+    @classmethod
+    def open_for_repair(
+        cls,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: TopicConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> tuple[PartitionLog, list[str]]:
+        """Open an existing partition by repairing it (``repair``), and what that changed.
+
+        Unlike ``open`` it reads nothing through the indexes before they are rebuilt, so a
+        partition whose index entries point at the wrong bytes (which ``open`` fails on) can
+        be repaired. A partition deleted with its topic raises UnknownTopicOrPartitionError
+        (its directory is never brought back).
+        """
+        if not (directory / PARTITION_METADATA_FILE).is_file():
+            raise UnknownTopicOrPartitionError(
+                f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
+            )
+        log = cls(directory, topic_partition, config, clock=clock)
+        log._identity = read_identity(directory, str(topic_partition))
+        return log, log.repair()
 
     def _identity_if_any(self) -> PartitionIdentity | None:
         try:
@@ -533,8 +571,12 @@ class PartitionLog:
         refuses the whole batch (K-04). Checked after the sequence checks, so a retry of a
         written batch is answered as a duplicate, not as a mismatch (K-09). ``origin``
         COORDINATOR (transactional offset commits) checks the epoch but not sequences (O-03).
+        Internal topics take COORDINATOR appends only: a CLIENT one raises InvalidTopicError
+        (C-03) before anything is written.
         """
         self._check_writable("append")
+        if origin is AppendOrigin.CLIENT:
+            check_client_append(self.topic_partition.topic)
         header = self._validate_client_batch(batch)
         with self._write_locked():
             self._catch_up()
@@ -731,6 +773,81 @@ class PartitionLog:
         """fdatasync the active segment and its indexes (durability against power loss)."""
         with self._mutex:
             self._segments[-1].flush()
+
+    # --- repair (``txnlog verify --repair``) ------------------------------------------------------
+
+    def repair(self) -> list[str]:
+        """Recover every segment under the partition lock; returns one line per change made.
+
+        Holds the file lock and then the mutex (the order of ``_write_locked``) for the whole
+        repair, as a writer holds them for a batch, so no append is in flight: bytes after the
+        last valid batch of the last segment are a dead writer's torn tail and are truncated
+        (X-11, X-20). An invalid batch in any other segment, or one with a valid batch after
+        it, stays where it is and is returned as "could not repair" (data is never dropped).
+        Every segment's indexes are rebuilt from its batches (aborted-transaction entries past
+        its end dropped), unreadable producer snapshots deleted, and this process's caches
+        (log end, producer state) reloaded from the files (P-24).
+
+        Other processes: writers wait for the lock. Lock-free readers keep reading: no
+        complete batch is touched, and index files are rewritten in place with the entries
+        appends would have written (one that reads meanwhile sees a prefix of them, which only
+        makes its lookups start further back).
+        """
+        self._check_writable("repair")
+        with self._lock, self._mutex:  # as _write_locked, without recovering through indexes
+            if self._identity is not None:
+                check_identity(self.directory, self._identity, str(self.topic_partition))
+            # afresh from the files, without trusting the indexes; segment objects in use by
+            # lock-free readers stay valid (they notice a truncation themselves)
+            self._load_segments()
+            done: list[str] = []
+            for segment in self._segments:
+                done += self._repair_segment(segment, last=segment is self._segments[-1])
+            done += self._delete_unreadable_snapshots()
+            active = self._segments[-1]
+            self._end_offset = active.next_offset
+            self._tail_position = active.size
+            self._producer_state = ProducerStateManager(
+                self.directory, str(self.topic_partition), clock=self._clock
+            )
+            self._producer_state.truncate_and_reload(
+                self.log_start_offset, self._end_offset, self._clock.time_ms()
+            )
+            self._replay(self._producer_state.map_end_offset, self._end_offset)
+            self._needs_recovery = False
+            return done
+
+    def _repair_segment(self, segment: LogSegment, *, last: bool) -> list[str]:
+        """``recover`` one segment (the caller holds the lock); what it changed, in words."""
+        paths = [i.path for i in (segment.offset_index, segment.time_index, segment.txn_index)]
+        before = [_read_if_exists(path) for path in paths]  # the files: caches may be stale
+        try:
+            result = segment.recover(self.config.max_message_bytes, allow_torn_tail=last)
+        except CorruptRecordError as error:
+            return [f"could not repair {segment.log_path}: {error}"]
+        done = []
+        if result.truncated_bytes:
+            done.append(
+                f"{self.topic_partition}: truncated a torn tail of {result.truncated_bytes} "
+                f"bytes at position {result.truncated_at} of {segment.log_path}"
+            )
+        for path, old in zip(paths, before, strict=True):
+            if _read_if_exists(path) != old:
+                done.append(f"rebuilt {path}")
+        return done
+
+    def _delete_unreadable_snapshots(self) -> list[str]:
+        """Delete snapshot files that fail their checks (P-24 falls back to older ones)."""
+        done = []
+        for path in sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}")):
+            try:
+                read_snapshot(path)
+            except CorruptRecordError as error:
+                path.unlink(missing_ok=True)
+                done.append(f"deleted unreadable snapshot {path}: {error}")
+        if done:
+            fsync_directory(self.directory)
+        return done
 
     # --- reading ---------------------------------------------------------------------------------
 
