@@ -65,7 +65,7 @@ from txn_log.group_offsets import (
 from txn_log.record.control import ControlType
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.producer_append_info import AppendOrigin
-from txn_log.topic_config import TRANSACTION_STATE_TOPIC
+from txn_log.topic_config import TRANSACTION_STATE_TOPIC, check_client_append
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -293,10 +293,13 @@ class TransactionCoordinator:
 
         A partition that does not exist raises UnknownTopicOrPartitionError and registers
         nothing: a transaction listing it could never get its marker, and rolling it forward
-        would fail in every process that touches the coordinator.
+        would fail in every process that touches the coordinator. Nor can a client register
+        an internal topic (InvalidTopicError, C-03): its abort would write a marker into the
+        state log, which every process must decode.
         """
         partitions = list(partitions)
         for tp in partitions:
+            check_client_append(tp.topic)
             self._log.partition_log(tp)  # raises UnknownTopicOrPartitionError
         with self._locked() as state:
             current = self._metadata(state, transactional_id, producer_id)
