@@ -42,7 +42,6 @@ from txn_log.errors import (
     ExpectedOffsetMismatchError,
     InvalidRecordError,
     LogLockedError,
-    OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
     UnknownTopicOrPartitionError,
@@ -60,6 +59,7 @@ from txn_log.record.control import ControlType, encode_control_batch
 from txn_log.storage import replay, retention
 from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
+from txn_log.storage.log_bounds import check_offset_in_log
 from txn_log.storage.partition_metadata import (
     FILE_NAME as PARTITION_METADATA_FILE,
 )
@@ -747,11 +747,9 @@ class PartitionLog:
             self._catch_up()
             self._refresh_start()
             end = self._end_offset if end_offset is None else min(end_offset, self._end_offset)
-            if start_offset < self.log_start_offset or start_offset > self._end_offset:
-                raise OffsetOutOfRangeError(
-                    f"{self.topic_partition}: offset {start_offset} is outside the log "
-                    f"[{self.log_start_offset}, {self._end_offset}]"
-                )
+            check_offset_in_log(
+                self.topic_partition, start_offset, self.log_start_offset, self._end_offset
+            )
             segments = list(self._segments)
         return self._iter_batches(segments, start_offset, end)
 
@@ -892,8 +890,4 @@ class PartitionLog:
     def check_offset(self, offset: int) -> None:
         """Raise OffsetOutOfRangeError naming the valid range unless start ≤ offset ≤ end."""
         end = self.log_end_offset
-        if not self.log_start_offset <= offset <= end:
-            raise OffsetOutOfRangeError(
-                f"{self.topic_partition}: offset {offset} is outside the log "
-                f"[{self.log_start_offset}, {end}]"
-            )
+        check_offset_in_log(self.topic_partition, offset, self.log_start_offset, end)
