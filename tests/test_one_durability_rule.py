@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("txn_log", "offsets", "commit_protocol", "txn_source", "txn_sink")
+PACKAGES = ("txn_log", "offsets", "commit_protocol", "datasource_options", "txn_source", "txn_sink")
 DURABLE_FILE = "txn_log/storage/durable_file.py"
 FILE_IO = "txn_log/storage/file_io.py"
 
