@@ -6,6 +6,7 @@ code: a fourth "write a file atomically" helper, or a second pread loop, cannot 
   ``txn_log/storage/durable_file.py`` (write, fsync the file, rename, fsync the directory).
 - ``os.pread``/``os.pwrite``/``os.write`` appear only in ``txn_log/storage/file_io.py``, whose
   loops finish short reads and writes.
+- Directories are created only by ``durable_file.make_directory`` (mkdir, fsync the parent).
 - Creating a file with ``O_CREAT`` is allowed only where ``durable_file``'s docstring says why
   that file needs no rename (appended segment and index files, lock files, the housekeeping
   stamp); a new place must be added to ``CREATORS`` below with its reason.
@@ -57,7 +58,7 @@ def call_sites(path: Path) -> dict[str, list[str]]:
     ``O_CREAT`` in ``path``."""
     tree = ast.parse(path.read_text(), filename=str(path))
     where = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
-    found: dict[str, list[str]] = {"replace": [], "io": [], "create": []}
+    found: dict[str, list[str]] = {"replace": [], "io": [], "create": [], "mkdir": []}
 
     def add(kind: str, node: ast.AST, name: str) -> None:
         found[kind].append(f"{where}:{getattr(node, 'lineno', 0)} {name}")
@@ -83,10 +84,14 @@ def call_sites(path: Path) -> dict[str, list[str]]:
                 add("io", node, f"os.{name}")
             if module == "os" and name == "O_CREAT":
                 add("create", node, "os.O_CREAT")
+            if module == "os" and name in ("mkdir", "makedirs"):
+                add("mkdir", node, f"os.{name}")
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in PATH_WRITERS:
                 add("replace", node, f".{func.attr}()")
+            if isinstance(func, ast.Attribute) and func.attr == "mkdir":
+                add("mkdir", node, ".mkdir()")
             if (
                 isinstance(func, ast.Attribute)
                 and func.attr in PATH_RENAMES
@@ -131,6 +136,13 @@ def test_only_file_io_calls_pread_and_pwrite() -> None:
     assert set(all_sites("io")) == {FILE_IO}, all_sites("io")
 
 
+def test_directories_are_created_only_by_make_directory() -> None:
+    """A directory created must be fsynced into its parent, or a machine crash can take it
+    away with everything acknowledged in it."""
+    sites = all_sites("mkdir")
+    assert set(sites) == {DURABLE_FILE}, sites
+
+
 def test_files_are_created_only_where_the_rule_says_why() -> None:
     sites = all_sites("create")
     assert set(sites) <= set(CREATORS), {f: s for f, s in sites.items() if f not in CREATORS}
@@ -154,6 +166,8 @@ def test_files_are_created_only_where_the_rule_says_why() -> None:
         ("import os\nos.pread(0, 1, 0)\n", "io"),
         ("import os\nos.write(1, b'x')\n", "io"),
         ("import os\nos.open('a', os.O_RDWR | os.O_CREAT)\n", "create"),
+        ("from pathlib import Path\nPath('a').mkdir(parents=True)\n", "mkdir"),
+        ("import os\nos.makedirs('a/b')\n", "mkdir"),
     ],
 )
 def test_the_scan_sees_each_forbidden_call(tmp_path: Path, source: str, kind: str) -> None:
@@ -171,4 +185,4 @@ def test_the_scan_leaves_string_replace_and_reads_alone(tmp_path: Path) -> None:
         "x = dataclasses.replace(object(), y=1)\n"
         "text = open('a', 'rb').read()\n"
     )
-    assert call_sites(fine) == {"replace": [], "io": [], "create": []}
+    assert call_sites(fine) == {"replace": [], "io": [], "create": [], "mkdir": []}

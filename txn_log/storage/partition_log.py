@@ -57,7 +57,7 @@ from txn_log.record.batch_header import (
 )
 from txn_log.record.control import ControlType, encode_control_batch
 from txn_log.storage import replay, retention
-from txn_log.storage.durable_file import fsync_directory
+from txn_log.storage.durable_file import fsync_directory, make_directory
 from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
 from txn_log.storage.log_bounds import check_offset_in_log
 from txn_log.storage.partition_metadata import (
@@ -176,7 +176,7 @@ class PartitionLog:
         before this process's first write (``_write_locked``).
         """
         if create:
-            directory.mkdir(parents=True, exist_ok=True)
+            make_directory(directory)
         elif not (directory / PARTITION_METADATA_FILE).is_file():
             raise UnknownTopicOrPartitionError(
                 f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
