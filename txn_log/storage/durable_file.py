@@ -17,13 +17,14 @@ Files written in place, without this rule, and why that is safe:
 - Segments (``segment.py``): appended to, ``fdatasync``-ed before a batch is acknowledged;
   the partition log fsyncs the directory when it creates a segment, before anything in it is
   acknowledged. A torn tail is cut on recovery (DESIGN §3).
-- Index files (``entry_file.py``): appended to in place. The offset and time indexes are not
-  synced and are rebuilt from the log in place (``EntryFile.rewrite``) when they do not match
-  it: a crash mid-rewrite leaves an index that opening checks against the log and rebuilds
-  again, and a lock-free reader meanwhile sees a shorter index, which only makes its lookup
-  scan further. A rename would swap the inode under the readers' cached descriptors for no
-  gain. The aborted-transaction index is fsynced (and its directory, when created) before the
-  ABORT marker it belongs to (B-09, B-10).
+- Index files (``entry_file.py``): appended to in place. The offset and time indexes are
+  caches of the log, not synced: opening checks them against the log, and recovery rebuilds
+  them in place (``EntryFile.rewrite``) before it cuts the log's torn tail, so a crash in the
+  middle of a rewrite leaves that tail for the next open to find, which rebuilds them again.
+  A lock-free reader meanwhile sees a shorter index, which only makes its lookup scan further;
+  a rename would swap the inode under the readers' cached descriptors for no gain. The
+  aborted-transaction index is fsynced (and its directory, when created) before the ABORT
+  marker it belongs to (B-09, B-10).
 - Lock files (``file_lock.py``): only their ``flock`` matters, never their contents.
 - The housekeeping stamp (``housekeeping.py``): a fixed-width time in the housekeeping lock
   file, advisory (``txnlog topics describe`` shows it); a torn or lost one reads as "no pass
