@@ -9,16 +9,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = {"txn_log", "offsets", "commit_protocol", "txn_source", "txn_sink", "pyspark_txnlog"}
+PROJECT = {
+    "txn_log",
+    "offsets",
+    "commit_protocol",
+    "datasource_options",
+    "txn_source",
+    "txn_sink",
+    "pyspark_txnlog",
+}
 ALLOWED = {
     "txn_log": {"txn_log", "crc32c", "pyarrow", "numpy"},
     "offsets": {"offsets", "txn_log"},
     "commit_protocol": {"commit_protocol", "txn_log", "offsets", "confluent_kafka"},
+    # what the source and the sink share about their options, below both (issue 13 item 5)
+    "datasource_options": {"datasource_options", "txn_log"},
     "txn_source": {
         "txn_source",
         "txn_log",
         "offsets",
         "commit_protocol",
+        "datasource_options",
         "pyspark",
         "pyarrow",
         "numpy",
@@ -28,6 +39,7 @@ ALLOWED = {
         "txn_log",
         "offsets",
         "commit_protocol",
+        "datasource_options",
         "pyspark",
         "pyarrow",
         "numpy",

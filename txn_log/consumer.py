@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from txn_log.errors import ConfigError, OffsetOutOfRangeError
+from txn_log.errors import ConfigError
 from txn_log.read_committed import AbortedTxnFilter, IsolationLevel
 from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.topic_partition import TopicPartition
@@ -163,11 +163,7 @@ class Consumer:
     ) -> tuple[PartitionLog, int, int]:
         plog = self._log.partition_log(topic_partition)
         readable_end = self.end_offset(topic_partition)
-        if start_offset < plog.log_start_offset or start_offset > plog.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"{topic_partition}: start offset {start_offset} is outside the log "
-                f"[{plog.log_start_offset}, {plog.log_end_offset}]"
-            )
+        plog.check_offset(start_offset)
         end = readable_end if end_offset is None else min(end_offset, readable_end)
         return plog, start_offset, end
 

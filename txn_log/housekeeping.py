@@ -41,6 +41,7 @@ from types import MappingProxyType
 from txn_log.clock import Clock
 from txn_log.errors import ConfigError, TxnLogError
 from txn_log.owned_fd import owned_fd
+from txn_log.storage.file_io import write_all
 from txn_log.storage.partition_log import PartitionHousekeeping, PartitionLog
 from txn_log.topic_partition import TopicPartition
 
@@ -103,7 +104,7 @@ class HousekeepingLock:
         if self._fd is None:
             return
         if finished_ms is not None:
-            os.pwrite(self._fd, f"{finished_ms:0{_STAMP_WIDTH}d}\n".encode(), 0)
+            write_all(self._fd, f"{finished_ms:0{_STAMP_WIDTH}d}\n".encode(), 0)
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:

@@ -39,7 +39,7 @@ from txn_log.housekeeping import (
     validate_interval,
 )
 from txn_log.producer_id_manager import ProducerIdManager
-from txn_log.storage.durable_file import fsync_directory, write_durably
+from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
 from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
@@ -110,7 +110,7 @@ class Log:
             return cls._open_read_only(root, clock)
         if root.exists() and not root.is_dir():
             raise ConfigError(f"log path {str(root)!r} is a file, not a txnlog directory")
-        root.mkdir(parents=True, exist_ok=True)
+        make_directory(root)  # durably: acknowledged topics and data live in it
         format_file = root / FORMAT_FILE
         if not format_file.exists():
             visible = [p.name for p in root.iterdir() if not p.name.startswith(".")]
@@ -120,7 +120,7 @@ class Log:
                     f"empty: it holds {', '.join(sorted(visible)[:5])}; point at a log directory "
                     "or at an empty or missing one to create a new log"
                 )
-            (root / TOPICS_DIR).mkdir(exist_ok=True)
+            make_directory(root / TOPICS_DIR)
             log = cls(root, clock)
             with log._lock:
                 if not format_file.exists():
@@ -223,7 +223,7 @@ class Log:
         directory = self.path / tp.directory_name
         if directory.exists():
             shutil.rmtree(directory)
-        directory.mkdir()
+        make_directory(directory)  # durable before the topic file names it
         write_partition_metadata(directory, topic_id)
 
     def create_partitions(self, name: str, total: int) -> None:

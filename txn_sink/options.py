@@ -1,6 +1,8 @@
 """The sink's options, parsed and validated on the driver into one frozen ``SinkOptions``.
 
-    path                        the log directory (``.save(path)`` / ``.start(path)`` set it)
+    path                        the log directory (``.save(path)`` / ``.start(path)`` set it):
+                                a local path or a file: URI, made absolute
+                                (``datasource_options``, shared with the source)
     topic                       the topic to write; overrides a ``topic`` column (as Spark's
                                 Kafka sink); required unless the input has a ``topic`` column
     transactional.id.prefix     tasks use ``<prefix>-<task partition id>``; default
@@ -27,10 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from commit_protocol.batch_commit import SinkIdentity, TaskSettings
 from commit_protocol.naming import default_group_id, default_prefix, validate_prefix
+from datasource_options.parsing import normalize_options, resolve_log_path
 from txn_log.coordinator.transaction_metadata import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 from txn_log.errors import ConfigError, UnsupportedCompressionTypeError
 from txn_log.group_offsets import validate_group_id
@@ -40,21 +42,20 @@ from txn_log.topic_config import validate_topic_name
 DEFAULT_BATCH_SIZE = 1_000_000
 DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024
 MAX_BYTES = 1 << 31
-SPARK_KEYS = frozenset({"path", "checkpointlocation"})
-_SPELLING = {"createtopic": "createTopic", "createtopic.partitions": "createTopic.partitions"}
-SINK_KEYS = frozenset(
-    {
-        "topic",
-        "transactional.id.prefix",
-        "transaction.timeout.ms",
-        "group.id",
-        "compression.type",
-        "batch.size",
-        "buffer.memory",
-        "createtopic",
-        "createtopic.partitions",
-    }
+KNOWN_OPTIONS = (
+    "path",
+    "checkpointLocation",  # set by Spark for a stream
+    "batch.size",
+    "buffer.memory",
+    "compression.type",
+    "createTopic",
+    "createTopic.partitions",
+    "group.id",
+    "topic",
+    "transaction.timeout.ms",
+    "transactional.id.prefix",
 )
+PATH_USAGE = '.save("/data/log"), .start("/data/log") or .option("path", "/data/log")'
 
 
 @dataclass(frozen=True)
@@ -76,16 +77,9 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Validate Spark's options dict (raises ConfigError before anything is written)."""
-        given = {key.lower(): value for key, value in options.items()}
-        unknown = sorted(set(given) - SINK_KEYS - SPARK_KEYS)
-        if unknown:
-            raise ConfigError(
-                f"unknown txnlog sink option(s) {', '.join(map(repr, unknown))}; valid options "
-                f"are path, {', '.join(sorted(_SPELLING.get(k, k) for k in SINK_KEYS))} "
-                "(case-insensitive)"
-            )
+        given = normalize_options(options, KNOWN_OPTIONS, role="sink")
         return cls(
-            path=_path(given.get("path")),
+            path=resolve_log_path(given.get("path"), usage=PATH_USAGE),
             topic=_optional(given, "topic", validate_topic_name),
             transactional_id_prefix=_optional(given, "transactional.id.prefix", validate_prefix),
             transaction_timeout_ms=_int(
@@ -99,9 +93,9 @@ class SinkOptions:
             compression_type=_compression(given.get("compression.type", "none")),
             batch_size=_int(given, "batch.size", DEFAULT_BATCH_SIZE, 1, MAX_BYTES),
             buffer_memory=_int(given, "buffer.memory", DEFAULT_BUFFER_MEMORY, 1, MAX_BYTES),
-            create_topic=_bool(given, "createtopic"),
-            create_topic_partitions=_int(given, "createtopic.partitions", 1, 1, 10_000),
-            checkpoint_location=given.get("checkpointlocation") or None,
+            create_topic=_bool(given, "createTopic"),
+            create_topic_partitions=_int(given, "createTopic.partitions", 1, 1, 10_000),
+            checkpoint_location=given.get("checkpointLocation") or None,
         )
 
     def identity(self, sink_id: str, run_id: str) -> SinkIdentity:
@@ -115,17 +109,6 @@ class SinkOptions:
     @property
     def task_settings(self) -> TaskSettings:
         return TaskSettings(self.transaction_timeout_ms, self.compression_type)
-
-
-def _path(value: str | None) -> str:
-    if not value or not value.strip():
-        raise ConfigError(
-            "option 'path' is required: the txnlog directory to write, e.g. "
-            '.start("/data/log") or .option("path", "/data/log")'
-        )
-    if "://" in value and not value.startswith("file:"):
-        raise ConfigError(f"option 'path' must be a local directory, got {value!r}")
-    return str(Path(value.removeprefix("file:")).expanduser().resolve())
 
 
 def _optional(given: Mapping[str, str], key: str, validate: Callable[[object], str]) -> str | None:
@@ -145,19 +128,16 @@ def _int(given: Mapping[str, str], key: str, default: int, low: int, high: int) 
     try:
         value = int(str(raw).strip())
     except ValueError:
-        name = _SPELLING.get(key, key)
-        raise ConfigError(f"option {name!r} must be an integer, got {raw!r}") from None
+        raise ConfigError(f"option {key!r} must be an integer, got {raw!r}") from None
     if not low <= value <= high:
-        name = _SPELLING.get(key, key)
-        raise ConfigError(f"option {name!r} must be from {low} to {high}, got {value}")
+        raise ConfigError(f"option {key!r} must be from {low} to {high}, got {value}")
     return value
 
 
 def _bool(given: Mapping[str, str], key: str) -> bool:
     raw = str(given.get(key, "false")).strip().lower()
     if raw not in ("true", "false"):
-        name = _SPELLING.get(key, key)
-        raise ConfigError(f"option {name!r} must be true or false, got {given.get(key)!r}")
+        raise ConfigError(f"option {key!r} must be true or false, got {given.get(key)!r}")
     return raw == "true"
 
 

@@ -2,7 +2,8 @@
 
 Names, defaults and meanings are those of Spark's Kafka source (case-insensitive):
 
-    path / load(path)             the log directory (must already be a txnlog)
+    path / load(path)             the log directory (must already be a txnlog): a local path
+                                  or a file: URI, made absolute (``datasource_options``)
     subscribe                     comma-separated topics           } exactly one of these three
     subscribePattern              a regex matched against topics   }
     assign                        JSON {"topicA":[0,1]}            }
@@ -24,7 +25,7 @@ Names, defaults and meanings are those of Spark's Kafka source (case-insensitive
     includeHeaders                false (default) | true: add the ``headers`` column
 
 Every error names the option and what would be valid. Unknown options are refused, so a typo
-never silently means "use the default".
+never silently means "use the default" (the rule the sink follows too: ``datasource_options``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from datasource_options.parsing import normalize_options, resolve_log_path
 from offsets.admission import AdmissionLimit, parse_duration_ms
 from offsets.offset_spec import (
     EARLIEST,
@@ -76,7 +78,6 @@ KNOWN_OPTIONS = (
     "includeHeaders",
 )
 ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
-_BY_LOWER = {name.lower(): name for name in KNOWN_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def parse_source_options(
 ) -> SourceOptions:
     """Validate ``options``; ``streaming`` True / False adds the stream-only / batch-only rules
     (None: only the rules both share, as when Spark asks for the schema)."""
-    given = _normalize(options)
+    given = normalize_options(options, KNOWN_OPTIONS, role="source")
     starting = select_spec(
         timestamp=_named(given, "startingTimestamp"),
         by_timestamp=_named(given, "startingOffsetsByTimestamp"),
@@ -146,7 +147,7 @@ def parse_source_options(
     elif streaming is False:
         _check_batch_offsets(starting, ending)
     return SourceOptions(
-        path=_path(given),
+        path=resolve_log_path(given.get("path"), usage=".load(path) or .option('path', ...)"),
         subscription=_subscription(given),
         starting=starting,
         ending=ending,
@@ -191,32 +192,8 @@ def spec_option_name(spec: OffsetSpec, side: str) -> str:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _normalize(options: Mapping[str, str]) -> dict[str, str]:
-    """Canonical option name -> value; unknown names are refused."""
-    out: dict[str, str] = {}
-    for key, value in options.items():
-        name = _BY_LOWER.get(key.lower())
-        if name is None:
-            raise ConfigError(
-                f"unknown option {key!r} for the txnlog source; valid options are "
-                f"{', '.join(KNOWN_OPTIONS)}"
-            )
-        out[name] = str(value)
-    return out
-
-
 def _named(given: Mapping[str, str], name: str) -> tuple[str, str | None]:
     return name, given.get(name)
-
-
-def _path(given: Mapping[str, str]) -> str:
-    path = given.get("path", "").strip()
-    if not path:
-        raise ConfigError(
-            "option 'path' is required: give the log directory with .load(path) or "
-            ".option('path', ...)"
-        )
-    return path
 
 
 def _subscription(given: Mapping[str, str]) -> Subscription:

@@ -29,7 +29,7 @@ from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
-from txn_source.data_loss import report_data_loss
+from txn_source.data_loss import readable_range, report_partition_gone
 from txn_source.read_metrics import report_read
 
 MAX_ROWS_PER_BATCH = 65_536
@@ -99,18 +99,17 @@ def _open(p: TxnLogInputPartition) -> PartitionLog | None:
     try:
         plog = PartitionLog.open_for_reading(directory, p.topic_partition, config)
     except UnknownTopicOrPartitionError:
-        report_data_loss(
-            p.fail_on_data_loss,
-            f"{p.topic_partition} is gone (no directory {directory}): its topic was deleted "
-            f"before offsets [{p.start}, {p.end}) were read",
-        )
+        report_partition_gone(p.fail_on_data_loss, p.topic_partition, p.start, p.end)
         return None
     if p.topic_id is not None and plog.topic_id != p.topic_id:
         plog.close()
-        report_data_loss(
+        report_partition_gone(
             p.fail_on_data_loss,
-            f"{p.topic_partition}: its topic was deleted and re-created (topic id {p.topic_id} "
-            f"is now {plog.topic_id}) before offsets [{p.start}, {p.end}) were read",
+            p.topic_partition,
+            p.start,
+            p.end,
+            cause=f"its topic was deleted and re-created: topic id {p.topic_id} is now "
+            f"{plog.topic_id}",
         )
         return None
     return plog
@@ -118,20 +117,10 @@ def _open(p: TxnLogInputPartition) -> PartitionLog | None:
 
 def _readable_range(p: TxnLogInputPartition, plog: PartitionLog) -> tuple[int, int]:
     """The planned range, less what retention deleted since planning (data loss)."""
-    start, end = p.start, p.end
-    log_start, log_end = plog.log_start_offset, plog.log_end_offset
-    if start < log_start:
-        report_data_loss(
-            p.fail_on_data_loss,
-            f"offsets [{start}, {min(log_start, end)}) of {p.topic_partition} were deleted "
-            f"(retention) before they were read; the log now starts at {log_start}",
-        )
-        start = log_start
-    if end > log_end:
-        report_data_loss(
-            p.fail_on_data_loss,
-            f"{p.topic_partition} ends at {log_end}, before the planned end {end}; the log "
-            "was truncated or recreated",
-        )
-        end = log_end
-    return start, end
+    kept = readable_range(
+        p.offset_range,
+        log_start=plog.log_start_offset,
+        log_end=plog.log_end_offset,
+        fail_on_data_loss=p.fail_on_data_loss,
+    )
+    return kept.start, kept.end

@@ -15,7 +15,7 @@ import logging
 from offsets.offset_range import OffsetRange, plan_ranges
 from offsets.partition_offsets import PartitionOffsets
 from txn_log.topic_partition import TopicPartition
-from txn_source.data_loss import report_data_loss
+from txn_source.data_loss import readable_range, report_data_loss, report_partition_gone
 from txn_source.log_view import LogView
 from txn_source.options import SourceOptions
 from txn_source.partition import TxnLogInputPartition
@@ -31,7 +31,12 @@ def plan_input_partitions(
     """The read tasks for offsets ``[start, end)``, in (topic, partition, offset) order."""
     for tp in start.partitions:
         if tp not in end:
-            _report(options, f"{tp} is gone (its topic was deleted or is no longer subscribed)")
+            report_partition_gone(
+                options.fail_on_data_loss,
+                tp,
+                start[tp],
+                cause="its topic was deleted or is no longer subscribed",
+            )
     ranges = []
     for tp, until in end.entries:
         offset_range = _checked_range(view, options, tp, start.get(tp, NEW_PARTITION_START), until)
@@ -50,23 +55,19 @@ def _checked_range(
     view: LogView, options: SourceOptions, tp: TopicPartition, start: int, end: int
 ) -> OffsetRange | None:
     if not view.exists(tp):
-        _report(options, f"{tp} is gone (its topic was deleted)")
+        report_partition_gone(options.fail_on_data_loss, tp, start, end)
         return None
     if end < start:
-        _report(options, f"the offset of {tp} went back from {start} to {end}")
-        return None
-    log_start, log_end = view.earliest(tp), view.log_end(tp)
-    if start < log_start:
-        _report(
-            options,
-            f"offsets [{start}, {min(log_start, end)}) of {tp} were deleted before they were "
-            f"read; the log now starts at {log_start}",
+        report_data_loss(
+            options.fail_on_data_loss, f"the offset of {tp} went back from {start} to {end}"
         )
-        start = min(log_start, end)
-    if end > log_end:
-        _report(options, f"{tp} ends at {log_end}, before {end}; it was truncated or recreated")
-        end = max(log_end, start)
-    return OffsetRange(tp, start, end)
+        return None
+    return readable_range(
+        OffsetRange(tp, start, end),
+        log_start=view.earliest(tp),
+        log_end=view.log_end(tp),
+        fail_on_data_loss=options.fail_on_data_loss,
+    )
 
 
 def _input_partition(
@@ -85,7 +86,3 @@ def _input_partition(
         aborted_txns=view.aborted_txns(offset_range),
         topic_id=view.topic_id(tp),
     )
-
-
-def _report(options: SourceOptions, message: str) -> None:
-    report_data_loss(options.fail_on_data_loss, message)

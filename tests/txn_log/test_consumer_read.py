@@ -56,3 +56,23 @@ def test_consume_prints_at_most_max_messages_across_partitions(log: Log) -> None
     consumed = txnlog("consume", log.path, "t", "--from-beginning", "--max-messages", "1")
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.splitlines() == ["v0"]
+
+
+@pytest.mark.parametrize("offset", [-1, 4, 99])
+def test_every_read_refuses_an_offset_outside_the_log_with_one_message(
+    log: Log, offset: int
+) -> None:
+    """One "offset outside the log" rule (issue 13 item 5): the partition log's read, its
+    ``check_offset`` (``txnlog dump --from``) and the consumer's read refuse the same offsets
+    with the same message, naming the partition and the valid range [log start, log end]."""
+    expected = rf"^t-0: offset {offset} is outside the log \[0, 3\]$"
+    plog = log.partition_log(TP0)
+    with pytest.raises(OffsetOutOfRangeError, match=expected):
+        plog.check_offset(offset)
+    with pytest.raises(OffsetOutOfRangeError, match=expected):
+        plog.read(offset)
+    with pytest.raises(OffsetOutOfRangeError, match=expected):
+        log.consumer().read(TP0, offset)
+    with pytest.raises(OffsetOutOfRangeError, match=expected):
+        log.consumer("read_uncommitted").read(TP0, offset, max_records=0)
+    assert [r.offset for r in log.consumer().read(TP0, 3)] == []  # the log end is a valid start

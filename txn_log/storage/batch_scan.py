@@ -29,7 +29,6 @@ and CRC-32C (F-25).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -46,23 +45,11 @@ from txn_log.record.batch_header import (
     compute_crc,
     parse_header,
 )
+from txn_log.storage.file_io import pread_fully
 
 CHUNK_BYTES = 1 << 20  # read-ahead per pread: ~0.2 µs of CRC per KiB makes reads the cost
 INT32_MAX = (1 << 31) - 1
 _MAGIC_BYTE = bytes([MAGIC])
-
-
-def pread_fully(fd: int, length: int, position: int) -> bytes:
-    """Up to ``length`` bytes at ``position``; fewer only at the end of the file."""
-    parts: list[bytes] = []
-    while length > 0:
-        part = os.pread(fd, length, position)
-        if not part:
-            break
-        parts.append(part)
-        position += len(part)
-        length -= len(part)
-    return b"".join(parts)
 
 
 class BatchScan:

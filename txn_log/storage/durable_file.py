@@ -1,4 +1,4 @@
-"""The engine's one rule for replacing a small file durably (issue 12 item 11).
+"""The engine's one rule for replacing a small file durably (issue 12 item 11, issue 13 item 5).
 
     1. write the new bytes to a temporary file in the same directory, fsync it;
     2. rename it over the target (atomic: a reader sees the old file or the whole new one);
@@ -7,7 +7,28 @@
 Without step 3 a power failure can undo a rename the writer already acted on: a producer-id
 block handed out twice (P-02), a snapshot or topic file silently back to its old contents.
 Every "replace a file" in the engine goes through ``write_durably`` (topic metadata and
-``txnlog.json`` in ``log.py``, the producer-id block file, producer snapshots).
+``txnlog.json`` in ``log.py``, the producer-id block file, producer snapshots,
+``partition.metadata``); nothing else renames, moves or writes a whole file, which
+``tests/test_one_durability_rule.py`` checks by reading the code. A directory that must
+survive is made with ``make_directory`` (mkdir, then fsync its parent).
+
+Files written in place, without this rule, and why that is safe:
+
+- Segments (``segment.py``): appended to, ``fdatasync``-ed before a batch is acknowledged;
+  the partition log fsyncs the directory when it creates a segment, before anything in it is
+  acknowledged. A torn tail is cut on recovery (DESIGN §3).
+- Index files (``entry_file.py``): appended to in place. The offset and time indexes are
+  caches of the log, not synced: opening checks them against the log, and recovery rebuilds
+  them in place (``EntryFile.rewrite``) before it cuts the log's torn tail, so a crash in the
+  middle of a rewrite leaves that tail for the next open to find, which rebuilds them again.
+  A lock-free reader meanwhile sees a shorter index, which only makes its lookup scan further;
+  a rename would swap the inode under the readers' cached descriptors for no gain. The
+  aborted-transaction index is fsynced (and its directory, when created) before the ABORT
+  marker it belongs to (B-09, B-10).
+- Lock files (``file_lock.py``): only their ``flock`` matters, never their contents.
+- The housekeeping stamp (``housekeeping.py``): a fixed-width time in the housekeeping lock
+  file, advisory (``txnlog topics describe`` shows it); a torn or lost one reads as "no pass
+  yet", and the next pass writes it again.
 
 Temporary names are ``.<target name, at most 64 characters>.<pid>.<thread id>.tmp``: unique
 per process and thread, so concurrent writers of one target never write into each other's
@@ -31,6 +52,7 @@ from pathlib import Path
 
 from txn_log.errors import StorageError
 from txn_log.fault_points import crash_point
+from txn_log.storage.file_io import write_all
 
 TEMP_SUFFIX = ".tmp"
 _MAX_NAME_PART = 64  # a 249-character topic name plus the suffixes would pass NAME_MAX (255)
@@ -58,9 +80,7 @@ def write_durably(path: Path, data: bytes, *, fault_name: str | None = None) -> 
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data, 0)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -88,3 +108,24 @@ def fsync_directory(directory: Path) -> None:
             os.close(fd)
     except OSError as error:
         raise StorageError(f"cannot fsync directory {directory}: {error}") from error
+
+
+def make_directory(directory: Path) -> None:
+    """Create ``directory`` and its missing parents so that they survive a machine crash:
+    each directory created is fsynced into its parent. An existing directory is left alone
+    (another process may create it at the same time: both then fsync its parent).
+
+    Raises StorageError (also when ``directory`` or a parent of it is a file).
+    """
+    missing: list[Path] = []
+    while not directory.is_dir():
+        missing.append(directory)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir(exist_ok=True)
+        except OSError as error:
+            raise StorageError(f"cannot create directory {created}: {error}") from error
+        fsync_directory(created.parent)

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from txn_log.errors import CorruptIndexError, StorageError
 from txn_log.owned_fd import owned_fd
+from txn_log.storage.file_io import pread_fully, write_all
 
 E = TypeVar("E")
 
@@ -198,15 +199,7 @@ class EntryFile(Generic[E]):
     def _pread(self, position: int, length: int) -> bytes:
         if self._fd is None or length <= 0:
             return b""
-        parts: list[bytes] = []
-        while length > 0:
-            part = os.pread(self._fd, length, position)
-            if not part:
-                break
-            parts.append(part)
-            position += len(part)
-            length -= len(part)
-        return b"".join(parts)
+        return pread_fully(self._fd, length, position)
 
     def _load(self, start: int, end: int) -> None:
         self._entries = []
@@ -220,15 +213,6 @@ class EntryFile(Generic[E]):
             return
         self._entries.extend(self._decode(fields) for fields in self._layout.iter_unpack(raw))
         self._last_raw = raw[-size:]
-
-
-def write_all(fd: int, data: bytes | memoryview, position: int) -> None:
-    """pwrite all of ``data`` at ``position`` (a regular file rarely writes short, but may)."""
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view = view[written:]
-        position += written
 
 
 class SegmentIndexFile(Generic[E]):

@@ -43,7 +43,6 @@ from txn_log.errors import (
     ExpectedOffsetMismatchError,
     InvalidRecordError,
     LogLockedError,
-    OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
     UnknownTopicOrPartitionError,
@@ -59,13 +58,14 @@ from txn_log.record.batch_header import (
 )
 from txn_log.record.control import ControlType, encode_control_batch
 from txn_log.storage import replay, retention
-from txn_log.storage.durable_file import fsync_directory
+from txn_log.storage.durable_file import fsync_directory, make_directory
 from txn_log.storage.file_names import (
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
     offset_file_name,
     parse_offset_file_name,
 )
+from txn_log.storage.log_bounds import check_offset_in_log
 from txn_log.storage.partition_metadata import (
     FILE_NAME as PARTITION_METADATA_FILE,
 )
@@ -190,7 +190,7 @@ class PartitionLog:
         before this process's first write (``_write_locked``).
         """
         if create:
-            directory.mkdir(parents=True, exist_ok=True)
+            make_directory(directory)
         elif not (directory / PARTITION_METADATA_FILE).is_file():
             raise UnknownTopicOrPartitionError(
                 f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
@@ -864,11 +864,9 @@ class PartitionLog:
             self._catch_up()
             self._refresh_start()
             end = self._end_offset if end_offset is None else min(end_offset, self._end_offset)
-            if start_offset < self.log_start_offset or start_offset > self._end_offset:
-                raise OffsetOutOfRangeError(
-                    f"{self.topic_partition}: offset {start_offset} is outside the log "
-                    f"[{self.log_start_offset}, {self._end_offset}]"
-                )
+            check_offset_in_log(
+                self.topic_partition, start_offset, self.log_start_offset, self._end_offset
+            )
             segments = list(self._segments)
         return self._iter_batches(segments, start_offset, end)
 
@@ -1009,8 +1007,4 @@ class PartitionLog:
     def check_offset(self, offset: int) -> None:
         """Raise OffsetOutOfRangeError naming the valid range unless start ≤ offset ≤ end."""
         end = self.log_end_offset
-        if not self.log_start_offset <= offset <= end:
-            raise OffsetOutOfRangeError(
-                f"{self.topic_partition}: offset {offset} is outside the log "
-                f"[{self.log_start_offset}, {end}]"
-            )
+        check_offset_in_log(self.topic_partition, offset, self.log_start_offset, end)

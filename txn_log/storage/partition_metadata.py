@@ -29,6 +29,7 @@ from txn_log.errors import (
     UnknownTopicIdError,
 )
 from txn_log.storage.durable_file import write_durably
+from txn_log.storage.file_io import pread_fully
 
 FILE_NAME = "partition.metadata"
 VERSION = 0
@@ -62,7 +63,7 @@ def read_identity(directory: Path, what: str) -> PartitionIdentity:
             f"{what}: the partition was deleted with its topic (no {path})"
         ) from None
     try:
-        text = os.read(fd, 4096).decode(errors="replace")
+        text = pread_fully(fd, 4096, 0).decode(errors="replace")
     finally:
         os.close(fd)
     fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)

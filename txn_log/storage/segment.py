@@ -55,8 +55,8 @@ from txn_log.record.batch_header import (
     parse_header,
     validate_batch,
 )
-from txn_log.storage.batch_scan import INT32_MAX, BatchScan, ensure_torn_tail, pread_fully
-from txn_log.storage.entry_file import write_all
+from txn_log.storage.batch_scan import INT32_MAX, BatchScan, ensure_torn_tail
+from txn_log.storage.file_io import pread_fully, write_all
 from txn_log.storage.file_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

@@ -15,7 +15,7 @@ import pytest
 
 from tests.txn_log.storage.test_partition_log import batch
 from txn_log.errors import StorageError
-from txn_log.log import write_json_atomically
+from txn_log.log import FORMAT_FILE, TOPICS_DIR, Log, write_json_atomically
 from txn_log.producer_id_manager import ProducerIdManager
 from txn_log.record.control import ControlType
 from txn_log.storage.durable_file import is_temp_name, write_durably
@@ -183,3 +183,40 @@ def test_the_first_aborted_transaction_index_of_a_segment_is_durable_before_its_
     marker = first_index(syncs, lambda kind, path: path == marker_log)
     directory = syncs.index(("fsync", str(tmp_path)), txn_index)
     assert txn_index < directory < marker, syncs
+
+
+def test_a_new_log_directory_is_durable_in_its_parent_before_the_log_is_used(
+    tmp_path: Path, steps: list[tuple[str, str]]
+) -> None:
+    """A directory created is made durable in its parent (issue 13 item 5): otherwise a machine
+    crash can take the whole new log, with the topics and data acknowledged in it, away. Every
+    missing parent too (``Log.open`` creates them)."""
+    root = tmp_path / "new" / "log"
+    Log.open(root, housekeeping_interval_ms=None).close()
+    format_file = steps.index(("rename", str(root / FORMAT_FILE)))
+    assert ("fsync dir", str(tmp_path)) in steps[:format_file], steps
+    assert ("fsync dir", str(tmp_path / "new")) in steps[:format_file], steps
+
+
+def test_new_partition_directories_are_durable_before_the_topic_file_names_them(
+    tmp_path: Path, steps: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``topics/<topic>.json`` is the commit point of a new partition: once it names three
+    partitions, every one of them must survive a machine crash, or the partition reads as
+    deleted forever (UnknownTopicOrPartitionError)."""
+    root = tmp_path / "log"
+    log = Log.open(root, housekeeping_interval_ms=None)
+    log.create_topic("t", partitions=1)
+    steps.clear()
+    real_mkdir = os.mkdir
+
+    def mkdir(path: str, mode: int = 0o777) -> None:
+        steps.append(("mkdir", str(path)))
+        real_mkdir(path, mode)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    log.create_partitions("t", 3)
+    log.close()
+    last_directory = steps.index(("mkdir", str(root / "t-2")))
+    topic_file = steps.index(("rename", str(root / TOPICS_DIR / "t.json")))
+    assert ("fsync dir", str(root)) in steps[last_directory:topic_file], steps
