@@ -4,6 +4,8 @@ confluent_kafka, so the CLI, unit tests and benchmarks run without a JVM."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,19 @@ def test_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import pyspark.sql\nfrom txn_sink import writer\n")
     assert imported_roots(bad) == {"pyspark", "txn_sink"}
+
+
+def test_importing_the_engine_loads_no_spark_no_arrow_and_no_client() -> None:
+    """``import txn_log`` (for its exports, issue 13) stays cheap: pyarrow, numpy and pyspark
+    load only where Arrow data is built, and ``Log`` and the clients only when first used."""
+    code = (
+        "import sys, txn_log; from txn_log import TopicPartition, TxnLogError, ConfigError; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'pyarrow', 'numpy', 'pyspark', 'py4j'} or m in "
+        "{'txn_log.log', 'txn_log.producer', 'txn_log.consumer'})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import threading
 import weakref
@@ -175,7 +176,9 @@ class Log:
             )
             raise ConfigError(
                 f"no txnlog directory at {str(root)!r}"
-                + (f"; logs in {str(parent)!r}: {', '.join(logs)}" if logs else "")
+                + (f" (logs in {str(parent)!r}: {', '.join(logs)})" if logs else "")
+                + f"; create one with `txnlog init {shlex.quote(str(root))}`, or with a topic: "
+                f"`txnlog topics create {shlex.quote(str(root))} <topic>`"
             )
         return cls(root, clock, read_only=True)
 

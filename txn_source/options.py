@@ -31,6 +31,7 @@ never silently means "use the default" (the rule the sink follows too: ``datasou
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,12 +172,19 @@ def check_log_path(path: str) -> None:
     if not root.exists():
         raise ConfigError(
             f"option 'path': {path!r} does not exist; the txnlog source reads an existing log "
-            "directory (create one with the txnlog sink, a producer or `txnlog topics create`)"
+            f"directory: create one with `txnlog topics create {shlex.quote(path)} <topic>` "
+            "(or the txnlog sink, or Log.open in Python)"
         )
     if not (root / FORMAT_FILE).is_file():
         kind = "a file" if not root.is_dir() else f"a directory without {FORMAT_FILE}"
+        empty = root.is_dir() and not any(root.iterdir())
         raise ConfigError(
             f"option 'path': {path!r} is not a txnlog directory ({kind}); point at a log directory"
+            + (
+                f", or create one there with `txnlog topics create {shlex.quote(path)} <topic>`"
+                if empty
+                else ""
+            )
         )
 
 

@@ -1,5 +1,5 @@
-"""The ``txnlog`` command: inspect and repair a log (Kafka's dump-log, topics, transactions and
-consumer-groups tools, for an embedded log).
+"""The ``txnlog`` command: create, inspect and repair a log (Kafka's dump-log, topics,
+transactions and consumer-groups tools, for an embedded log; ``init`` creates an empty log).
 
 Every listing takes ``--json``. Subcommands that modify the log say so in their help; all others
 open the log read-only and never change a byte. Exit codes: 0 done, 1 failed or problems found,
@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from txn_log.cli import clients, dump, groups, topics, transactions, verify
+from txn_log.cli import clients, dump, groups, init_log, topics, transactions, verify
 from txn_log.cli.common import EXIT_FAILED, EXIT_USAGE, UsageError
 from txn_log.errors import (
     ConfigError,
@@ -26,11 +26,14 @@ from txn_log.errors import (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="txnlog",
-        description="Inspect and repair a txnlog directory.",
+        description=(
+            "Create, inspect and repair a txnlog directory. Start with `txnlog init PATH` or "
+            "`txnlog topics create PATH TOPIC` (either creates the log)."
+        ),
         epilog="Exit codes: 0 done, 1 failed or problems found, 2 bad usage.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (topics, dump, transactions, groups, verify, clients):
+    for module in (init_log, topics, dump, transactions, groups, verify, clients):
         module.add_parser(subparsers)
     return parser
 

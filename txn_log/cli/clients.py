@@ -2,8 +2,9 @@
 
 ``produce`` sends each line of stdin as a value (``--key-separator`` splits key and value),
 idempotently, or in one transaction with ``--transactional-id``; internal topics are refused
-before anything is written (C-03). ``consume`` prints values
-(``--print-key`` for keys) at ``--isolation-level`` (read_committed by default); like any
+before anything is written (C-03). It prints nothing on stdout and its summary on stderr.
+``consume`` prints values, one per line on stdout (``--print-key`` for keys), and its summary
+on stderr, at ``--isolation-level`` (read_committed by default); like any
 read_committed reader it lets the coordinator abort transactions past their timeout.
 """
 
@@ -21,7 +22,17 @@ from txn_log.topic_partition import TopicPartition
 
 
 def add_parser(subparsers: Any) -> None:
-    produce = subparsers.add_parser("produce", help="send stdin lines (modifies the log)")
+    produce = subparsers.add_parser(
+        "produce",
+        help="send stdin lines (modifies the log)",
+        description=(
+            "Send stdin to TOPIC, one record per line, until the end of input (Ctrl-D on a "
+            "terminal): each line is the value, or KEY<sep>VALUE with --key-separator. Records "
+            "are sent idempotently, or all in one transaction with --transactional-id. Output: "
+            "stdout stays empty; the summary ('Sent N record(s) to TOPIC.') goes to stderr once "
+            "every record is in the log, as do errors."
+        ),
+    )
     produce.add_argument("path")
     produce.add_argument("topic")
     produce.add_argument("--partition", type=int, default=None)
@@ -35,7 +46,17 @@ def add_parser(subparsers: Any) -> None:
     )
     produce.set_defaults(run=run_produce)
 
-    consume = subparsers.add_parser("consume", help="print records of a topic")
+    consume = subparsers.add_parser(
+        "consume",
+        help="print records of a topic",
+        description=(
+            "Print the records of TOPIC, one record per line on stdout: the value, after the "
+            "key with --print-key and TOPIC-PARTITION@OFFSET with --print-offset, "
+            "tab-separated ('null' for a missing key or value). Without --from-beginning only "
+            "records that arrive within --timeout-ms are printed. The summary ('Processed a "
+            "total of N message(s).') goes to stderr at the end, as do errors."
+        ),
+    )
     consume.add_argument("path")
     consume.add_argument("topic")
     consume.add_argument("--partition", type=int, default=None)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
-from txn_log.log import Log
+from txn_log.log import FORMAT_FILE, Log
 from txn_log.topic_partition import TopicPartition
 
 EXIT_OK = 0
@@ -29,11 +29,25 @@ class UsageError(ConfigError):
 
 
 def open_log(path: str, *, writable: bool = False) -> Log:
-    """An existing log: read-only unless the subcommand says it modifies the log."""
+    """An existing log: read-only unless the subcommand says it modifies the log. A missing log
+    raises the one-line "no txnlog directory" error naming ``txnlog init``."""
     root = Path(path)
-    if writable and not (root / "txnlog.json").is_file():
+    if writable and not (root / FORMAT_FILE).is_file():
         Log.open(root, read_only=True)  # raises the one-line "no txnlog directory" error
     return Log.open(root, read_only=not writable)
+
+
+def create_log(path: str) -> tuple[Log, bool]:
+    """The log at ``path`` opened for writing, created when ``path`` is missing or an empty
+    directory (``Log.open``), and whether this call found no log there.
+
+    Refuses a file or a non-empty directory that is not a log (ConfigError, nothing written).
+    Safe while other processes create the same log: ``Log.open`` creates it once under the log
+    lock; two processes racing may both report it as new.
+    """
+    root = Path(path)
+    existed = (root / FORMAT_FILE).is_file()
+    return Log.open(root), not existed
 
 
 def parse_topic_partition(log: Log, text: str) -> TopicPartition:

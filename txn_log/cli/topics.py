@@ -1,5 +1,8 @@
 """``txnlog topics create|list|describe|delete`` (kafka-topics for an embedded log).
 
+``create`` is a newcomer's first command: it creates the log too when the path is missing or an
+empty directory (``Log.open``'s rule), after checking the topic, so a refused topic leaves no log.
+
 ``describe`` shows what retention left of each partition (log start offset, segments, bytes),
 the retention settings in force and when a housekeeping pass last ran in the log directory
 (``txn_log.housekeeping``; retention runs in the processes that have the log open for writing).
@@ -11,10 +14,20 @@ import argparse
 import datetime
 from typing import Any
 
-from txn_log.cli.common import EXIT_OK, UsageError, add_action, emit_json, emit_table, open_log
+from txn_log.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_action,
+    create_log,
+    emit_json,
+    emit_table,
+    open_log,
+)
+from txn_log.errors import InvalidPartitionsError, InvalidTopicError
 from txn_log.housekeeping import last_pass_ms
-from txn_log.log import Log
+from txn_log.log import MAX_PARTITIONS, Log
 from txn_log.storage.retention import applies_to
+from txn_log.topic_config import INTERNAL_TOPICS, TopicConfig, validate_topic_name
 from txn_log.topic_partition import TopicPartition
 
 
@@ -22,7 +35,18 @@ def add_parser(subparsers: Any) -> None:
     topics = subparsers.add_parser("topics", help="create, list, describe or delete topics")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    create = add_action(actions, "create", "create a topic (modifies the log)", run_create, "topic")
+    create = add_action(
+        actions,
+        "create",
+        "create a topic (modifies the log); creates the log when PATH is missing or empty",
+        run_create,
+        "topic",
+    )
+    create.description = (
+        "Create a topic. When PATH is missing or an empty directory, this first creates the "
+        "log there (as `txnlog init PATH` does) and says so; a non-empty directory that is not "
+        "a log is refused. Everything is checked before anything is written."
+    )
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument(
         "--config",
@@ -57,10 +81,28 @@ def parse_configs(pairs: list[str]) -> dict[str, str]:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    log = open_log(args.path, writable=True)
-    log.create_topic(args.topic, partitions=args.partitions, config=parse_configs(args.config))
+    configs = parse_configs(args.config)
+    check_new_topic(args.topic, args.partitions, configs)  # before a new log is created
+    log, created = create_log(args.path)
+    if created:
+        print(f"Created a new log at {args.path}.")
+    log.create_topic(args.topic, partitions=args.partitions, config=configs)
     print(f"Created topic {args.topic} with {args.partitions} partition(s).")
     return EXIT_OK
+
+
+def check_new_topic(topic: str, partitions: int, configs: dict[str, str]) -> None:
+    """What ``Log.create_topic`` refuses without looking at the log (name, reserved name,
+    partition count, configs), checked first so that a refused topic creates no log."""
+    validate_topic_name(topic)
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"topic name {topic!r} is reserved for txnlog's internal use")
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise InvalidPartitionsError(
+            f"topic {topic!r}: partitions must be an integer from 1 to {MAX_PARTITIONS}, "
+            f"got {partitions}"
+        )
+    TopicConfig.from_mapping(configs)
 
 
 def run_list(args: argparse.Namespace) -> int:
