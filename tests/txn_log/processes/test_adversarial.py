@@ -291,18 +291,22 @@ class Run:
             self.threads.append(thread)
 
     def chaos(self) -> None:
-        deadline, step = now() + RUN_S, 0
-        while now() < deadline:
-            step += 1
-            time.sleep(self.rng.uniform(0.2, 0.6))
-            action = "wait"
-            if self.rng.random() < 0.35:
-                slots = list(SLOTS)
-                action = self.workers.kill(self.rng.choices(slots, [SLOTS[s][2] for s in slots])[0])
+        """SIGKILL a random worker about once a second (a seeded schedule, so the number of
+        kills scales with the run whatever the checks cost) and check after each."""
+        slots = list(SLOTS)
+        weights = [SLOTS[s][2] for s in slots]
+        schedule, at = [], 0.0
+        while at < RUN_S:
+            at += self.rng.uniform(0.3, 1.7)
+            schedule.append((at, self.rng.choices(slots, weights)[0]))
+        started = now()
+        for step, (at, slot) in enumerate(schedule, 1):
+            time.sleep(max(0.0, started + at - now()))
+            action = self.workers.kill(slot)
             self.workers.reap()
             self.check()
             self.fail_if_violated(f"step {step} ({action})")
-        self.figures["steps"] = step
+        self.figures["steps"] = len(schedule)
 
     def stop(self) -> None:
         """Stop every worker (stop file; SIGKILL after 60 s), the reader threads; finish every
