@@ -73,7 +73,7 @@ TXN_TIMEOUT_MS = 20_000  # killed workers' transactions are finished by their re
 BATCH_SIZE = 1 << 20  # never reached: one batch per partition per flush, so offsets are known
 EXIT_GAVE_UP = 3
 EXIT_CORRUPT = 4
-MAX_READ = 3000  # records per rescan or random-start read
+MAX_READ = 1000  # records per rescan or random-start read
 HOT_PARTITIONS = [TopicPartition(t, 0) for t in (MAIN, PLAIN, RETAINED)]  # readers meet here
 EMBEDDED_BATCH = encode_records([(b"k", b"mirrored" * 20, None, ())] * 3, now_ms=0)
 
@@ -356,7 +356,7 @@ def run_reader(w: Worker) -> None:
     reader = Reader(w.log, w.rng)
     while not w.stopping():
         emit(**reader.step())
-        w.pause(0.0, 0.01)
+        w.pause(0.002, 0.02)
 
 
 def run_init(w: Worker) -> None:
