@@ -82,7 +82,8 @@ class Model:
     def __init__(self) -> None:
         self.writes: dict[str, Write] = {}
         self.units: dict[str, Unit] = {}
-        self.acked_by_tp: dict[TP, list[tuple[int, str]]] = {}
+        self.acked_by_tp: dict[TP, list[tuple[int, str]]] = {}  # (offset, vid), not scratch
+        self.scratch_acked: dict[TP, list[tuple[float, int, str]]] = {}  # (sent at, offset, vid)
         self.deletions: list[list[float]] = []  # [start, end] of each scratch deletion
         self.started: set[str] = set()  # worker processes (SLOT.gGEN) started
         self.ended: set[str] = set()  # ... of which every event has been read, and dead
@@ -166,10 +167,14 @@ class Model:
         if state == "committed":
             self.figures["records acknowledged"] += len(unit.writes)
             for write in unit.writes:
-                if write.offset is not None:
-                    bisect.insort(
-                        self.acked_by_tp.setdefault(write.tp, []), (write.offset, write.vid)
-                    )
+                if write.offset is None:
+                    continue
+                if write.tp[0] == SCRATCH:
+                    sent = self.scratch_acked.setdefault(write.tp, [])
+                    bisect.insort(sent, (unit.t_intent, write.offset, write.vid))
+                else:
+                    acked = self.acked_by_tp.setdefault(write.tp, [])
+                    bisect.insort(acked, (write.offset, write.vid))
 
     def process_ended(self, process: str) -> None:
         """Every event of ``process`` has been applied and it is dead: decide its open units
@@ -186,7 +191,16 @@ class Model:
     # --- checks ----------------------------------------------------------------------------------
 
     def deleted_between(self, t_from: float, t_to: float) -> bool:
-        return any(start <= t_to and end >= t_from for start, end in self.deletions)
+        """Did a deletion of the scratch topic overlap [t_from, t_to]? Deletions follow one
+        another (one deleter at a time), so their starts and their ends both ascend."""
+        first = bisect.bisect_left(self.deletions, t_from, key=lambda window: window[1])
+        return first < len(self.deletions) and self.deletions[first][0] <= t_to
+
+    def last_deletion_end(self, t_check: float) -> float:
+        """End of the last deletion that started by ``t_check`` (-inf if none): a scratch
+        record sent after it is exempt from no check at ``t_check``."""
+        count = bisect.bisect_right(self.deletions, t_check, key=lambda window: window[0])
+        return self.deletions[count - 1][1] if count else -math.inf
 
     def exempt(self, write: Write, t_check: float, log_start: int) -> bool:
         """May ``write`` be missing at ``t_check`` without a loss: below the log start
@@ -255,10 +269,19 @@ class Model:
 
     def check_complete(self, tp: TP, obs: dict[str, Any], seen: set[str], where: str) -> None:
         """Every record acknowledged before the read started, in its range, is in it."""
-        acked = self.acked_by_tp.get(tp, [])
-        low = bisect.bisect_left(acked, (obs["start"], ""))
-        high = bisect.bisect_left(acked, (obs["end"], ""))
-        for offset, vid in acked[low:high]:
+        if tp[0] == SCRATCH:  # only records sent after the last deletion (not every generation)
+            sent = self.scratch_acked.get(tp, [])
+            after = bisect.bisect_right(sent, (self.last_deletion_end(obs["t1"]), math.inf))
+            candidates = sorted(
+                (offset, vid)
+                for _, offset, vid in sent[after:]
+                if obs["start"] <= offset < obs["end"]
+            )
+        else:
+            acked = self.acked_by_tp.get(tp, [])
+            low = bisect.bisect_left(acked, (obs["start"], ""))
+            candidates = acked[low : bisect.bisect_left(acked, (obs["end"], ""))]
+        for offset, vid in candidates:
             write = self.writes[vid]
             if vid in seen or write.unit.t_ack >= obs["t0"]:
                 continue
