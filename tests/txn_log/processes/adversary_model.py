@@ -38,6 +38,7 @@ from tests.txn_log.processes.adversary import SCRATCH
 TP = tuple[str, int]
 MUST, MAY, NEVER, UNDECIDED = "must", "may", "never", "undecided"
 MAX_MESSAGES_PER_KIND = 5  # the same kind of violation is counted after this many, not listed
+MAX_MESSAGES = 20_000  # ... and written to violations.txt up to this many in all
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Model:
         self.seen_at: dict[str, tuple[TP, int]] = {}
         self.group_units: dict[tuple[str, int], Unit] = {}
         self.violations: list[str] = []  # the first few of each kind
-        self.all_violations: list[str] = []  # every one (written to the work dir)
+        self.all_violations: list[str] = []  # written to the work dir
         self.violation_kinds: Counter[str] = Counter()
         self.figures: Counter[str] = Counter()
 
@@ -100,7 +101,8 @@ class Model:
         if message.startswith("final "):
             kind += " [final read]"
         self.violation_kinds[kind] += 1
-        self.all_violations.append(f"{kind}: {message}")
+        if len(self.all_violations) < MAX_MESSAGES:
+            self.all_violations.append(f"{kind}: {message}")
         if self.violation_kinds[kind] <= MAX_MESSAGES_PER_KIND:
             self.violations.append(f"{kind}: {message}")
 
