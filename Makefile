@@ -31,10 +31,11 @@ test: setup
 test-all: setup
 	$(PY) -m pytest -q
 
-## faults: the fault-injection suite on ten times the data, with a fresh seed
-## (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
+## faults: the fault-injection suite on ten times the data and the adversarial suite for ten
+## times as long, with a fresh seed (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
 faults: setup
-	TXNLOG_FAULT_SCALE=10 $(PY) -m pytest -q -s integration/test_fault_injection.py
+	TXNLOG_FAULT_SCALE=10 $(PY) -m pytest -q -s integration/test_fault_injection.py \
+		tests/txn_log/processes/test_adversarial.py
 
 lint: setup
 	$(VENV)/bin/ruff check .
