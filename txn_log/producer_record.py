@@ -34,10 +34,10 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from txn_log.errors import InvalidRecordError, InvalidTimestampError
+from txn_log.errors import InvalidRecordError, InvalidTimestampError, InvalidTopicError
 from txn_log.record.batch_header import Compression
 from txn_log.record.varint import INT64_MAX
-from txn_log.topic_config import check_client_append, validate_topic_name
+from txn_log.topic_config import INTERNAL_TOPICS, validate_topic_name
 
 Header = tuple[str, "bytes | None"]
 BytesLike = bytes | bytearray | memoryview
@@ -139,7 +139,11 @@ def check_destination(topic: object, partition: object) -> tuple[str, int | None
     topic: Kafka refuses client appends to those) or InvalidRecordError (a partition that is
     not None or an int). Whether they exist is the producer's metadata to say."""
     name = validate_topic_name(topic)
-    check_client_append(name)
+    if name in INTERNAL_TOPICS:
+        raise InvalidTopicError(
+            f"Cannot append to internal topic {name}: only txnlog's coordinators write it; "
+            "send to a topic of your own"
+        )
     if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
         raise InvalidRecordError(
             f"topic {name!r}: partition must be an int or None (then the key or round-robin "

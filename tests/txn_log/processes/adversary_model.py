@@ -314,7 +314,9 @@ class Model:
                 "group offsets of an aborted transaction (G-09)",
                 f"group of {slot}: offset {value} of {unit.key} ({unit.state})",
             )
-        expected = self.last_group_offset(slot, lambda u: u.t_ack < obs["t0"])
+        expected = self.last_group_offset(
+            slot, lambda u: u.state == "committed" and u.t_ack < obs["t0"]
+        )
         if expected is not None and (value is None or value < expected):
             self.violation(
                 "group offsets hidden or old (issue 12 #1 class)",
