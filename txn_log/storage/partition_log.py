@@ -45,6 +45,7 @@ from txn_log.errors import (
     LogLockedError,
     RecordTooLargeError,
     StorageError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
@@ -377,9 +378,18 @@ class PartitionLog:
             fsync_directory(self.directory.parent)
 
     def _segment_bases_on_disk(self) -> list[int]:
+        """Base offsets of the segment files now on disk; UnknownTopicIdError when the
+        partition directory itself is gone (its topic was deleted by another process)."""
+        try:
+            names = [p.name for p in self.directory.iterdir()]
+        except FileNotFoundError:
+            raise UnknownTopicIdError(
+                f"{self.topic_partition}: the partition directory {self.directory} is gone "
+                "(its topic was deleted)"
+            ) from None
         return sorted(
             parsed[0]
-            for parsed in map(parse_offset_file_name, (p.name for p in self.directory.iterdir()))
+            for parsed in map(parse_offset_file_name, names)
             if parsed is not None and parsed[1] == LOG_SUFFIX
         )
 
@@ -446,7 +456,10 @@ class PartitionLog:
 
         Deletes no file, so lock-free readers may come here too.
         """
-        bases = [b for b in self._segment_bases_on_disk() if b >= self._end_offset]
+        try:
+            bases = [b for b in self._segment_bases_on_disk() if b >= self._end_offset]
+        except UnknownTopicOrPartitionError:
+            return  # the topic was deleted: this view keeps what it read (the files it holds)
         retained = [s for s in map(self._open_existing_segment, bases) if s is not None]
         if not retained:
             return  # the partition itself is gone (topic deleted)
