@@ -37,11 +37,10 @@ from pyspark.sql.datasource import (  # noqa: E402
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # noqa: E402
 
 from demo.spark_session import local_session  # noqa: E402
-from txn_log.arrow_records import spark_kafka_schema  # noqa: E402
 from txn_log.log import Log  # noqa: E402
 from txn_log.record.codec import encode_batch  # noqa: E402
 from txn_log.topic_partition import TopicPartition  # noqa: E402
-from txn_source.schema import kafka_schema  # noqa: E402
+from txn_source.schema import arrow_kafka_schema, kafka_schema  # noqa: E402
 
 PARTITIONS = 4
 KEY_BYTES, VALUE_BYTES = 16, 100
@@ -121,7 +120,7 @@ def _template_batch(partition: int) -> pa.RecordBatch:
         pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
         pa.array([0] * n, pa.int32()),
     ]
-    return pa.RecordBatch.from_arrays(columns, schema=spark_kafka_schema(False))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_kafka_schema(False))
 
 
 class NothingSource(DataSource):

@@ -31,8 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from commit_protocol.messages import PartitionWrite
-from txn_log.coordinator.state_log_format import TxnRef
+from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
 from txn_log.topic_partition import TopicPartition
 
 
@@ -94,6 +93,9 @@ class LogBackend(Protocol):
         """The ledger: whether ``batch_id`` (or a later batch) of ``sink_id`` committed."""
 
     def last_committed_batch(self, sink_id: str) -> int | None: ...
+
+    def ledgers(self) -> tuple[LedgerEntry, ...]:
+        """The last committed batch of every sink the ledger knows, sorted by sink id."""
 
     def commit_batch(
         self,

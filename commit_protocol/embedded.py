@@ -4,7 +4,12 @@ Writes skip the per-record producer: a task registers each partition with the co
 before its first write (C-16), encodes whole Arrow batches with the columnar codec, appends
 them with its producer id, epoch and the partition's next sequence, and fsyncs the partitions
 it wrote before it returns. The data stays invisible to read_committed readers until the
-driver's ``commit_batch`` writes the batch's single PREPARE record (DESIGN §4).
+driver's ``commit_batch`` commits the micro-batch as one atomic commit of the coordinator
+(``TransactionCoordinator.commit_transactions``: the ledger key is the sink id, the sequence
+the batch id), whose single PREPARE record is the commit point (DESIGN §4).
+
+The protocol's value types (``TxnRef``, ``LedgerEntry``) are its own: this module is the only
+place they meet the engine's, and the engine knows nothing of sinks or batches.
 
 Every process that opens a log directory is a peer (DESIGN §3): ``EmbeddedBackend.open``
 keeps one ``Log`` per directory per process, so that a reused Spark Python worker does not
@@ -23,8 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from commit_protocol.messages import PartitionWrite
-from txn_log.coordinator.state_log_format import TxnRef
+from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
 from txn_log.errors import (
     ConcurrentTransactionsError,
     ConfigError,
@@ -46,6 +50,11 @@ _LOGS_LOCK = threading.Lock()
 _MAX_OPEN_LOGS = 16
 """Logs kept open per process; the least recently opened beyond this are closed (a reused
 Python worker may write to many logs over its life, each holding file descriptors)."""
+
+
+def ledger_key(sink_id: str) -> str:
+    """The coordinator's ledger key of a sink: its id, unchanged (see ``EmbeddedBackend``)."""
+    return sink_id
 
 
 def missing_log_message(path: Path) -> str:
@@ -216,13 +225,33 @@ class EmbeddedBackend:
         return self.log.coordinator.init_producer_id(transactional_id, timeout_ms)
 
     # --- the ledger and the batch commit -------------------------------------------------------
+    # A sink's micro-batches are atomic commits of the log's coordinator (DESIGN §4): the
+    # ledger key is the sink id itself and the sequence is Spark's batch id, which only grows
+    # per sink as the coordinator requires. The sink id must stay the key as it is: logs
+    # written before carry it so, and a restarted query must find its ledger.
 
     def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
-        return self.log.coordinator.is_batch_committed(sink_id, batch_id)
+        return self.log.coordinator.ledger_has(ledger_key(sink_id), batch_id)
 
     def last_committed_batch(self, sink_id: str) -> int | None:
-        entry = self.log.coordinator.last_committed_batch(sink_id)
-        return None if entry is None else entry.batch_id
+        entry = self.log.coordinator.ledger_entry(ledger_key(sink_id))
+        return None if entry is None else entry.sequence
+
+    def ledgers(self) -> tuple[LedgerEntry, ...]:
+        return tuple(
+            LedgerEntry(
+                entry.ledger_key,
+                entry.sequence,
+                tuple(
+                    TxnRef(t.transactional_id, t.producer_id, t.producer_epoch)
+                    for t in entry.transactions
+                ),
+                entry.group_id,
+                entry.offsets,
+                entry.timestamp_ms,
+            )
+            for entry in self.log.coordinator.ledgers()
+        )
 
     def commit_batch(
         self,
@@ -232,8 +261,12 @@ class EmbeddedBackend:
         group_id: str | None,
         offsets: Sequence[tuple[str, int, int]],
     ) -> bool:
-        return self.log.coordinator.commit_batch(
-            sink_id, batch_id, list(transactions), group_id=group_id, offsets=list(offsets)
+        return self.log.coordinator.commit_transactions(
+            ledger_key(sink_id),
+            batch_id,
+            list(transactions),
+            group_id=group_id,
+            offsets=list(offsets),
         )
 
     def open_transactions(self, prefix: str) -> list[str]:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import re
 
-from txn_log.coordinator.state_log_format import MAX_STRING_BYTES
 from txn_log.errors import ConfigError
 
+MAX_STRING_BYTES = (1 << 15) - 1
+"""The longest transactional id or sink id, in UTF-8 bytes: Kafka writes both as strings with
+an int16 length, on the wire and in the embedded log's ``__transaction_state`` alike."""
 TASK_SEPARATOR = "-"
 DEFAULT_PREFIX_PREFIX = "txnlog-"
 _TASK_SUFFIX_ROOM = 12  # "-" and up to 11 digits of a task partition id

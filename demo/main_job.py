@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from commit_protocol.embedded import EmbeddedBackend
 from demo.pipeline import create_topics, kill_group, progress_totals, spawn, verify
 from txn_log.log import Log
 
@@ -31,7 +32,7 @@ def wait_for_batches(log_dir: Path, count: int, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     committed = 0
     while time.monotonic() < deadline:
-        ledgers = Log.open(log_dir, read_only=True).coordinator.ledgers()
+        ledgers = EmbeddedBackend(Log.open(log_dir, read_only=True)).ledgers()
         committed = max((entry.batch_id + 1 for entry in ledgers), default=0)
         if committed >= count:
             break
@@ -102,7 +103,7 @@ def print_report(
     ]
     print("\n".join(f"{name:<28} {value}" for name, value in lines))
     log = Log.open(log_dir, read_only=True)
-    ledgers = log.coordinator.ledgers()
+    ledgers = EmbeddedBackend(log).ledgers()
     if ledgers:
         group = ledgers[-1].group_id
         committed = log.committed(group, log.partitions("orders")) if group else {}

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from commit_protocol.embedded import EmbeddedBackend
+from commit_protocol.messages import LedgerEntry
 from demo.spark_session import local_session
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
@@ -250,7 +252,7 @@ def _verify(log: Log) -> Report:
     out = read_all(log, OUTPUT, "read_committed")
     _compare(report, committed_in, out)
     report.aborted_skipped = sum(map(len, all_in.values())) - report.records_in
-    ledgers = log.coordinator.ledgers()
+    ledgers = EmbeddedBackend(log).ledgers()
     report.micro_batches = sum(entry.batch_id + 1 for entry in ledgers)
     report.group_offsets_match = group_offsets_match(log, ledgers)
     report.lso_at_log_end = all(
@@ -305,7 +307,7 @@ def order_violations(
     return violations
 
 
-def group_offsets_match(log: Log, ledgers: Any) -> bool:
+def group_offsets_match(log: Log, ledgers: tuple[LedgerEntry, ...]) -> bool:
     """The sink's group offsets equal the offsets its ledger recorded with the last committed
     batch, and those are the end offsets of the input (all of it consumed)."""
     if len(ledgers) != 1:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from commit_protocol.embedded import EmbeddedBackend
 from integration.sink_helpers import (
     OUT,
     SRC,
@@ -76,7 +77,7 @@ def test_a_stream_of_micro_batches_lands_exactly_once(sources: Any, ws: Workspac
     offsets_file = (Path(ws.checkpoint) / "offsets" / str(batch)).read_text().splitlines()
     assert json.loads(offsets_file[2]) == {SRC: {"0": 120}}
     log = Log.open(ws.log)
-    (entry,) = log.coordinator.ledgers()
+    (entry,) = EmbeddedBackend(log).ledgers()
     query_id = json.loads((Path(ws.checkpoint) / "metadata").read_text())["id"]
     assert (entry.sink_id, entry.batch_id) == (f"spark-query-{query_id}", batch)
     committed = log.committed(f"txnlog-{query_id}", [TopicPartition(SRC, 0)])

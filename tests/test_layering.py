@@ -4,6 +4,7 @@ confluent_kafka, so the CLI, unit tests and benchmarks run without a JVM."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,118 @@ def test_importing_the_engine_loads_no_spark_no_arrow_and_no_client() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == []
+
+
+# --- the engine knows nothing of Spark (issue 13 item 2) ---------------------------------------
+
+SPARK_WORDS = re.compile(r"spark|sink|batch_?id", re.IGNORECASE)
+"""What only the Spark packages may speak of: Spark itself, sinks, Spark's batch ids."""
+FORMAT_MODULES = {
+    "txn_log.coordinator.state_log_format",
+    "txn_log.coordinator.atomic_commit_format",
+    "txn_log.coordinator.kafka_types",
+}
+"""The coordinator's record formats: only the engine reads or writes those bytes."""
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings (module, class, function)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def _names(node: ast.AST) -> list[str]:
+    """The identifiers ``node`` itself introduces or uses (not those of its children)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.arg | ast.keyword):
+        return [node.arg] if node.arg else []
+    if isinstance(node, ast.alias):
+        return [node.name, node.asname or ""]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    return []
+
+
+def code_words(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every identifier and every string literal that is not a docstring.
+
+    Comments and docstrings are prose: they may name Spark to explain the boundary (why the
+    engine offers what it offers). Names and strings are what the engine does and says.
+    """
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = _docstrings(tree)
+    words: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings:
+                words.append((line, node.value))
+        else:
+            words += [(line, name) for name in _names(node)]
+    return words
+
+
+def spark_words(path: Path) -> list[str]:
+    return [f"{line}: {text!r}" for line, text in code_words(path) if SPARK_WORDS.search(text)]
+
+
+def test_the_engine_speaks_no_spark() -> None:
+    """DESIGN §1: no identifier or string literal in ``txn_log`` names Spark, a sink or a batch
+    id. The engine offers the atomic commit of many transactions under an opaque ledger key
+    (the sink chooses what the key means) and its own Arrow record schema (the source builds
+    Spark's columns from it)."""
+    offenders = {
+        str(path.relative_to(ROOT)): words
+        for path in package_files("txn_log")
+        if (words := spark_words(path))
+    }
+    assert offenders == {}
+
+
+def test_the_spark_word_check_sees_names_and_strings_but_not_prose(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""A module about Spark (prose)."""\n'
+        "# a sink comment (prose)\n"
+        "def commit(sink_id: str, sequence: int) -> str:\n"
+        '    """Docstrings may say batch_id."""\n'
+        '    spark = f"batch {sequence}"\n'
+        "    return g(batchId=spark)\n"
+    )
+    found = sorted(word for _, word in code_words(sample) if SPARK_WORDS.search(word))
+    assert found == ["batchId", "sink_id", "spark", "spark"]
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return modules
+
+
+@pytest.mark.parametrize("package", sorted(set(ALLOWED) - {"txn_log"} | {"demo", "bench"}))
+def test_only_the_engine_imports_the_coordinators_record_formats(package: str) -> None:
+    """The commit protocol, the sink and the source own their value types (task transaction
+    references, ledger entries): none imports the state log's record formats."""
+    files = package_files(package)
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(imported_modules(path) & FORMAT_MODULES)
+        for path in files
+        if imported_modules(path) & FORMAT_MODULES
+    }
+    assert offenders == {}

@@ -15,7 +15,8 @@ worker, as when the machine running the driver fails (the data source's commit r
 Python worker of the JVM, not in the driver's own Python process).
 
 Points: ``txn.after_prepare``, ``txn.between_markers``, ``txn.before_complete`` (commit and
-abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (batch commit);
+abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (the atomic
+commit of many transactions, ``TransactionCoordinator.commit_transactions``);
 ``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written);
 ``append.before_write`` (a data batch validated under the partition lock, not yet written);
 ``producer_ids.after_temp_fsync`` and ``producer_ids.after_rename`` (a producer-id block file

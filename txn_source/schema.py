@@ -1,20 +1,26 @@
-"""The source's output schema: exactly Spark's Kafka source columns.
+"""The source's output schema: exactly Spark's Kafka source columns, defined once.
 
     key binary, value binary, topic string, partition int, offset long,
     timestamp timestamp, timestampType int
     [, headers array<struct<key string, value binary>>]   with includeHeaders=true
 
-The executors' Arrow batches (``txn_log.arrow_records.spark_kafka_schema``) have exactly this
-shape; Spark checks the two agree on every first batch of a task.
+``COLUMNS`` gives each column's Spark type (``kafka_schema``, what the driver declares) and
+Arrow type (``arrow_kafka_schema``, what the executors' batches carry, built by
+``txn_source.kafka_batches``) side by side: Spark checks that the two agree on every first
+batch of a task. The engine knows nothing of these columns: it decodes records into its own
+Arrow schema (``txn_log.record.codec.RECORD_SCHEMA``), whose ``headers`` type is used as is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -23,24 +29,39 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from txn_log.record.codec import HEADERS_TYPE
 from txn_source.options import check_log_path, parse_source_options
+
+COLUMNS: tuple[tuple[str, DataType, Any], ...] = (
+    ("key", BinaryType(), pa.binary()),
+    ("value", BinaryType(), pa.binary()),
+    ("topic", StringType(), pa.string()),
+    ("partition", IntegerType(), pa.int32()),
+    ("offset", LongType(), pa.int64()),
+    ("timestamp", TimestampType(), pa.timestamp("us", tz="UTC")),
+    ("timestampType", IntegerType(), pa.int32()),
+)
+"""Spark's ``KafkaRecordToRowConverter.kafkaSchema``: name, Spark type, Arrow type."""
+HEADERS_COLUMN: tuple[str, DataType, Any] = (
+    "headers",
+    ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+    HEADERS_TYPE,
+)
+"""The column ``includeHeaders=true`` adds, last."""
+
+
+def _columns(include_headers: bool) -> tuple[tuple[str, DataType, Any], ...]:
+    return (*COLUMNS, HEADERS_COLUMN) if include_headers else COLUMNS
 
 
 def kafka_schema(include_headers: bool) -> StructType:
-    """Spark's ``KafkaRecordToRowConverter.kafkaSchema``."""
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-        fields.append(StructField("headers", ArrayType(header)))
-    return StructType(fields)
+    """The Spark schema of Spark's Kafka source (``headers`` only with ``includeHeaders``)."""
+    return StructType([StructField(name, spark) for name, spark, _ in _columns(include_headers)])
+
+
+def arrow_kafka_schema(include_headers: bool = False) -> Any:
+    """The same columns as an Arrow schema: the executors' record batches."""
+    return pa.schema([pa.field(name, arrow) for name, _, arrow in _columns(include_headers)])
 
 
 def source_schema(options: Mapping[str, str]) -> StructType:

@@ -263,13 +263,13 @@ def test_encoding_never_raises_a_raw_struct_error() -> None:
         ("G", [("in", 1 << 31, 4)], ConfigError),
     ],
 )
-def test_batch_commit_refuses_bad_group_offsets_before_its_commit_point(
+def test_atomic_commit_refuses_bad_group_offsets_before_its_commit_point(
     log: Log, group: str, offsets: list[tuple[str, int, int]], error: type[TxnLogError]
 ) -> None:
-    """DESIGN §4 batch commit, STYLE 3: the group offsets of a batch commit are validated before
+    """DESIGN §4 atomic commit, STYLE 3: the group offsets of an atomic commit are validated before
     its PREPARE record (the commit point) is written. Written first, a bad group id or offset
     made the roll-forward fail in every process for ever, and the coordinator with it."""
-    from txn_log.coordinator.state_log_format import TxnRef
+    from txn_log.coordinator.atomic_commit_format import TxnRef
 
     producer = log.producer("sink-0")
     producer.init_transactions()
@@ -279,20 +279,22 @@ def test_batch_commit_refuses_bad_group_offsets_before_its_commit_point(
     ref = TxnRef("sink-0", producer.producer_id, producer.producer_epoch)
     before = directory_bytes(log.path, content_only=True)
     with pytest.raises(error):
-        log.coordinator.commit_batch("sink", 0, [ref], group_id=group, offsets=offsets)
+        log.coordinator.commit_transactions("sink", 0, [ref], group_id=group, offsets=offsets)
     assert directory_bytes(log.path, content_only=True) == before
     fresh = Log.open(log.path)
-    assert fresh.coordinator.commit_batch("sink", 0, [ref], group_id="G", offsets=[("in", 0, 4)])
+    assert fresh.coordinator.commit_transactions(
+        "sink", 0, [ref], group_id="G", offsets=[("in", 0, 4)]
+    )
     assert offset_of(fresh, "G") == 4
     assert [r.value for r in fresh.consumer().read(TopicPartition("out", 0), 0)] == [b"v"]
 
 
 def test_other_int16_strings_over_32767_bytes_are_typed_errors_and_write_nothing(log: Log) -> None:
-    """Item 13's class: the coordinator's state log stores the transactional id and the sink id
+    """Item 13's class: the coordinator's state log stores the transactional id and the ledger key
     as int16 strings too; over 32,767 bytes they are a ConfigError (a TxnLogError), not a bare
     ValueError, raised before any transaction state is written. (init_transactions still
     reserves a producer-id block first: the producer's constructor does not check the length.)"""
-    from txn_log.coordinator.state_log_format import TxnRef
+    from txn_log.coordinator.atomic_commit_format import TxnRef
 
     def state() -> dict[str, bytes]:
         files = directory_bytes(log.path, content_only=True)
@@ -307,6 +309,6 @@ def test_other_int16_strings_over_32767_bytes_are_typed_errors_and_write_nothing
     producer.begin_transaction()
     ref = TxnRef("sink-0", producer.producer_id, producer.producer_epoch)
     before = directory_bytes(log.path, content_only=True)
-    with pytest.raises(ConfigError, match="sink id is 40000 bytes"):
-        log.coordinator.commit_batch("s" * 40_000, 0, [ref])
+    with pytest.raises(ConfigError, match="ledger key is 40000 bytes"):
+        log.coordinator.commit_transactions("s" * 40_000, 0, [ref])
     assert directory_bytes(log.path, content_only=True) == before

@@ -1,7 +1,9 @@
 """``txnlog groups list|describe`` (kafka-consumer-groups): committed offsets, lag, ledgers.
 
 Lag is measured against the last stable offset, as a read_committed consumer sees it (B-06,
-MET-05). ``describe`` also shows the sink ledgers: the last committed batch per sink id.
+MET-05). ``describe`` also shows the ledgers of atomic commits (DESIGN §4), which commit group
+offsets with many transactions: the last committed sequence per ledger key. The engine gives
+keys and sequences no meaning; whoever commits chooses them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from txn_log.log import Log
 
 
 def add_parser(subparsers: Any) -> None:
-    groups = subparsers.add_parser("groups", help="committed offsets, lag and sink ledgers")
+    groups = subparsers.add_parser("groups", help="committed offsets, lag and ledgers")
     actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
     add_action(actions, "list", "every group with committed offsets", run_list, json=True)
     add_action(
@@ -62,8 +64,8 @@ def group_rows(log: Log, group: str, offsets: dict[Any, Any]) -> list[dict[str, 
 def ledger_rows(log: Log) -> list[dict[str, Any]]:
     return [
         {
-            "sink_id": entry.sink_id,
-            "last_batch_id": entry.batch_id,
+            "ledger_key": entry.ledger_key,
+            "last_sequence": entry.sequence,
             "status": entry.status.name,
             "group_id": entry.group_id,
             "transactions": len(entry.transactions),
@@ -99,8 +101,9 @@ def run_describe(args: argparse.Namespace) -> int:
             "metadata",
         ],
     )
-    print("Sink ledgers:")
+    print("Ledgers (atomic commits):")
     emit_table(
-        ledgers, ["sink_id", "last_batch_id", "status", "group_id", "transactions", "timestamp_ms"]
+        ledgers,
+        ["ledger_key", "last_sequence", "status", "group_id", "transactions", "timestamp_ms"],
     )
     return EXIT_OK

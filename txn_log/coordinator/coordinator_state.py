@@ -6,19 +6,19 @@ It holds:
 
 * per transactional id, the newest ``TransactionMetadata`` (C-22: the last entry wins;
   a tombstone removes the id, C-11);
-* per sink, the newest batch commit record: the ledger of committed ``(sink id, batch id)``
-  pairs (DESIGN §4 "Batch commit").
+* per ledger key, the newest atomic commit record: the ledgers of committed sequences
+  (``atomic_commit.Ledgers``, DESIGN §4 "Atomic commit").
 
 Consistency checks on apply (C-22): an entry whose epoch is *lower* than the one already held
 for the same transactional id *and the same producer id* (a producer id rotation restarts at
-epoch 0, C-30), a batch id lower than the sink's last one, or a batch going back from
+epoch 0, C-30), a sequence lower than its ledger's last one, or a sequence going back from
 COMPLETE_COMMIT to PREPARE_COMMIT means the log is corrupt. ``apply`` then raises
 ``CorruptRecordError`` and the state is disabled: every later call raises the same error
 (Kafka answers NOT_COORDINATOR for such a partition). Transitions between entries are *not*
 checked against the state table: a compacted log legitimately skips states (Kafka does not
 check them on load either).
 
-A batch commit record in PREPARE_COMMIT is the commit point of every transaction it lists:
+An atomic commit record in PREPARE_COMMIT is the commit point of every transaction it lists:
 those transactions are rolled forward by recovery and are therefore never reported as timed
 out (aborting them would break the commit point).
 
@@ -30,11 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from txn_log.coordinator.state_log_format import (
-    BatchCommitEntry,
-    StateLogEntry,
-    TransactionLogEntry,
-)
+from txn_log.coordinator.atomic_commit import Ledgers
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
+from txn_log.coordinator.state_log_format import StateLogEntry, TransactionLogEntry
 from txn_log.coordinator.transaction_metadata import (
     DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     TransactionMetadata,
@@ -53,14 +51,14 @@ class PendingCompletions:
     """What recovery must roll forward (C-22, T11), each sorted by its id.
 
     ``transactions``: ids in PREPARE_COMMIT / PREPARE_ABORT (write the markers, then complete).
-    ``batches``: batch commits in PREPARE_COMMIT without their COMPLETE_COMMIT record.
+    ``atomic_commits``: atomic commit records in PREPARE_COMMIT without their COMPLETE_COMMIT.
     """
 
     transactions: tuple[TransactionMetadata, ...]
-    batches: tuple[BatchCommitEntry, ...]
+    atomic_commits: tuple[AtomicCommitEntry, ...]
 
     def __bool__(self) -> bool:
-        return bool(self.transactions or self.batches)
+        return bool(self.transactions or self.atomic_commits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +78,7 @@ class CoordinatorState:
 
     def __init__(self) -> None:
         self._txns: dict[str, TransactionMetadata] = {}
-        self._batches: dict[str, BatchCommitEntry] = {}
+        self._ledgers = Ledgers()
         self._corruption: CorruptRecordError | None = None
 
     @classmethod
@@ -109,8 +107,11 @@ class CoordinatorState:
     def apply(self, entry: StateLogEntry) -> None:
         """Apply the next record of the state log (C-22: the last entry per key wins)."""
         self._check_usable()
-        if isinstance(entry, BatchCommitEntry):
-            self._apply_batch(entry)
+        if isinstance(entry, AtomicCommitEntry):
+            problem = self._ledgers.regression(entry)
+            if problem is not None:
+                raise self._disable(problem)
+            self._ledgers.apply(entry)
         else:
             self._apply_txn(entry)
 
@@ -134,23 +135,6 @@ class CoordinatorState:
             )
         self._txns[entry.transactional_id] = md
 
-    def _apply_batch(self, entry: BatchCommitEntry) -> None:
-        previous = self._batches.get(entry.sink_id)
-        if previous is not None and (
-            entry.batch_id < previous.batch_id
-            or (
-                entry.batch_id == previous.batch_id
-                and entry.is_prepared
-                and not previous.is_prepared
-            )
-        ):
-            raise self._disable(
-                f"sink {entry.sink_id!r}: batch {entry.batch_id} "
-                f"({state_name(entry.status)}) follows batch {previous.batch_id} "
-                f"({state_name(previous.status)}); batch ids only grow"
-            )
-        self._batches[entry.sink_id] = entry
-
     # --- transactions ------------------------------------------------------------------------
 
     def metadata(self, transactional_id: str) -> TransactionMetadata | None:
@@ -166,8 +150,8 @@ class CoordinatorState:
     def open_transactions(self, prefix: str) -> tuple[str, ...]:
         """Ids starting with ``prefix`` whose transaction is ONGOING or PREPARE_* (sorted).
 
-        The sink passes ``"<sink id>-"`` to find lingering zombies of its tasks (DESIGN §5);
-        the prefix is matched literally, so include the separator.
+        A caller that names its transactions ``<prefix>-<n>`` passes ``"<prefix>-"`` to find its
+        lingering zombies (DESIGN §5); the prefix is matched literally, so include the separator.
         """
         self._check_usable()
         return tuple(
@@ -179,35 +163,26 @@ class CoordinatorState:
         )
 
     def pending_completions(self) -> PendingCompletions:
-        """Transactions and batch commits past their commit point but not complete (T11)."""
+        """Transactions and atomic commits past their commit point but not complete (T11)."""
         self._check_usable()
         return PendingCompletions(
             tuple(md for _, md in sorted(self._txns.items()) if is_prepared(md.state)),
-            tuple(b for _, b in sorted(self._batches.items()) if b.is_prepared),
+            self._ledgers.pending(),
         )
 
-    def pending_batch_for(self, transactional_id: str) -> BatchCommitEntry | None:
-        """The PREPARE_COMMIT batch that lists this id with its current producer id and epoch."""
+    def pending_commit_for(self, transactional_id: str) -> AtomicCommitEntry | None:
+        """The PREPARE_COMMIT atomic commit that lists this id with its current producer id and
+        epoch."""
         self._check_usable()
         md = self._txns.get(transactional_id)
-        if md is None:
-            return None
-        for batch in self._batches.values():
-            if batch.is_prepared and any(
-                ref.transactional_id == transactional_id
-                and ref.producer_id == md.producer_id
-                and ref.producer_epoch == md.producer_epoch
-                for ref in batch.transactions
-            ):
-                return batch
-        return None
+        return None if md is None else self._ledgers.pending_for(md)
 
     def expired(
         self, now_ms: int, expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS
     ) -> Expired:
         """Timed-out transactions (C-25) and expirable ids (C-27) at ``now_ms``.
 
-        Transactions listed by a pending batch commit are never timed out (see the module
+        Transactions listed by a pending atomic commit are never timed out (see the module
         docstring). Raises ``InvalidConfigError`` if ``expiration_ms`` is not above some id's
         transaction timeout (C-28).
         """
@@ -216,51 +191,47 @@ class CoordinatorState:
         timed_out = tuple(
             md
             for tid, md in items
-            if md.is_expired_txn(now_ms) and self.pending_batch_for(tid) is None
+            if md.is_expired_txn(now_ms) and self.pending_commit_for(tid) is None
         )
         expirable = tuple(
             tid for tid, md in items if md.is_expired_transactional_id(now_ms, expiration_ms)
         )
         return Expired(timed_out, expirable)
 
-    # --- the batch ledger (DESIGN §4) --------------------------------------------------------
+    # --- the ledgers of atomic commits (DESIGN §4) -------------------------------------------
 
-    def ledger_entry(self, sink_id: str) -> BatchCommitEntry | None:
-        """The newest batch commit record of ``sink_id``."""
+    def ledger_entry(self, ledger_key: str) -> AtomicCommitEntry | None:
+        """The newest atomic commit record of ``ledger_key``."""
         self._check_usable()
-        return self._batches.get(sink_id)
+        return self._ledgers.entry(ledger_key)
 
-    def ledger_entries(self) -> tuple[BatchCommitEntry, ...]:
-        """The newest batch commit record of every sink, sorted by sink id."""
+    def ledger_entries(self) -> tuple[AtomicCommitEntry, ...]:
+        """The newest atomic commit record of every ledger, sorted by key."""
         self._check_usable()
-        return tuple(entry for _, entry in sorted(self._batches.items()))
+        return self._ledgers.entries()
 
-    def ledger_last_batch(self, sink_id: str) -> int | None:
-        """The highest batch id ``sink_id`` committed, or ``None`` if it never committed."""
-        entry = self.ledger_entry(sink_id)
-        return None if entry is None else entry.batch_id
+    def ledger_last_sequence(self, ledger_key: str) -> int | None:
+        """The highest sequence ``ledger_key`` committed, or ``None`` if it never committed."""
+        self._check_usable()
+        return self._ledgers.last_sequence(ledger_key)
 
-    def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
-        """Whether ``batch_id`` of ``sink_id`` committed.
-
-        The PREPARE_COMMIT record is the commit point, so a prepared batch counts. Batch ids of
-        a sink only grow, so every id at or below the last recorded one counts as committed:
-        re-running it would write its rows twice.
-        """
-        last = self.ledger_last_batch(sink_id)
-        return last is not None and batch_id <= last
+    def ledger_has(self, ledger_key: str, sequence: int) -> bool:
+        """Whether ``sequence`` of ``ledger_key`` committed (at or below its last sequence:
+        ``Ledgers.has``)."""
+        self._check_usable()
+        return self._ledgers.has(ledger_key, sequence)
 
     # --- compaction ----------------------------------------------------------------------------
 
     def snapshot_entries(self) -> list[StateLogEntry]:
-        """The fewest entries that replay into an equal state: one per id, one per sink.
+        """The fewest entries that replay into an equal state: one per id, one per ledger.
 
         Tombstones are not needed (removed ids are simply absent). Order: transactional ids,
-        then sinks, each sorted, so equal states give equal snapshots.
+        then ledger keys, each sorted, so equal states give equal snapshots.
         """
         self._check_usable()
         entries: list[StateLogEntry] = [
             TransactionLogEntry(tid, md) for tid, md in sorted(self._txns.items())
         ]
-        entries += [b for _, b in sorted(self._batches.items())]
+        entries += self._ledgers.entries()
         return entries

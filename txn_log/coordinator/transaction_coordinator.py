@@ -28,12 +28,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from txn_log.coordinator import atomic_commit
+from txn_log.coordinator.atomic_commit import TxnIdentity
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.coordinator_state import CoordinatorState
 from txn_log.coordinator.state_log_format import (
-    BatchCommitEntry,
     StateLogEntry,
     TransactionLogEntry,
-    TxnRef,
     decode_record,
     encode_key,
     encode_value,
@@ -49,7 +50,6 @@ from txn_log.coordinator.transaction_state import TransactionState
 from txn_log.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
-    InvalidTxnStateError,
     LogLockedError,
     ProducerFencedError,
     UnknownTopicOrPartitionError,
@@ -201,8 +201,8 @@ class TransactionCoordinator:
         pending = self._state.pending_completions()
         for metadata in pending.transactions:
             self._complete(metadata, wait=wait)
-        for batch in pending.batches:
-            self._complete_batch(batch, wait=wait)
+        for entry in pending.atomic_commits:
+            self._complete_atomic_commit(entry, wait=wait)
 
     def _abort_timed_out(self, *, wait: bool = True) -> None:
         now = self._clock.time_ms()
@@ -376,107 +376,69 @@ class TransactionCoordinator:
             )
         return metadata
 
-    # --- the batch commit (DESIGN §4) ---------------------------------------------------------
+    # --- atomic commit of many transactions (DESIGN §4 "Atomic commit") ----------------------
 
-    def commit_batch(
+    def commit_transactions(
         self,
-        sink_id: str,
-        batch_id: int,
-        transactions: Sequence[TxnRef],
+        ledger_key: str,
+        sequence: int,
+        transactions: Iterable[TxnIdentity],
         *,
         group_id: str | None = None,
         offsets: Sequence[tuple[str, int, int]] = (),
     ) -> bool:
-        """Commit every listed task transaction, the ledger entry and the group offsets as one.
+        """Commit every listed transaction, the ledger entry and the group offsets as one.
 
-        Returns False (a no-op) when ``(sink_id, batch_id)`` already committed. Every listed
-        transaction must still belong to the listed producer id and epoch and be open (or
-        empty: a task that wrote nothing); otherwise nothing is committed and the error names
-        the transaction. The single PREPARE_COMMIT batch record is the commit point.
-        The group id and offsets are validated before it (a bad one written there would make
-        every roll-forward fail).
+        Returns False (a no-op) when ``sequence`` of ``ledger_key`` already committed (at or
+        below the ledger's last sequence). Every listed transaction must still belong to the
+        listed producer id and epoch and be open (or empty: it wrote nothing); otherwise nothing
+        is committed and the error names the transaction. The single PREPARE_COMMIT record is
+        the commit point (``atomic_commit``). The group id and offsets ``(topic, partition,
+        next offset)`` are validated before it (a bad one written there would make every
+        roll-forward fail).
         """
         if group_id is not None:
             validate_group_id(group_id)
             normalize_offsets({TopicPartition(t, p): o for t, p, o in offsets})
+        refs = atomic_commit.refs_of(transactions)
         with self._locked() as state:
-            if state.is_batch_committed(sink_id, batch_id):
+            if state.ledger_has(ledger_key, sequence):
                 return False
-            now = self._clock.time_ms()
-            members = [self._batch_member(state, sink_id, batch_id, ref) for ref in transactions]
-            prepared = [
-                md.prepare_end_txn(md.producer_id, md.producer_epoch, True, now)
-                for md in members
-                if md.state is TransactionState.ONGOING
-            ]
-            entry = BatchCommitEntry(
-                sink_id,
-                batch_id,
-                TransactionState.PREPARE_COMMIT,
-                tuple(transactions),
-                group_id,
-                tuple(offsets),
-                now,
+            entries = atomic_commit.prepare_commit(
+                ledger_key, sequence, refs, state.metadata, group_id, offsets, self._clock.time_ms()
             )
-            self._write([entry, *(TransactionLogEntry(md.transactional_id, md) for md in prepared)])
+            self._write(entries)
             crash_point("batch.after_prepare")
             self._complete_pending()
             return True
 
-    def _batch_member(
-        self, state: CoordinatorState, sink_id: str, batch_id: int, ref: TxnRef
-    ) -> TransactionMetadata:
-        metadata = state.metadata(ref.transactional_id)
-        where = f"batch {batch_id} of sink {sink_id!r}: transaction {ref.transactional_id!r}"
-        if metadata is None:
-            raise InvalidProducerIdMappingError(f"{where} is unknown to the coordinator")
-        if (metadata.producer_id, metadata.producer_epoch) != (ref.producer_id, ref.producer_epoch):
-            raise ProducerFencedError(
-                f"{where} was written by producer {ref.producer_id} epoch {ref.producer_epoch}, "
-                f"but the id now belongs to producer {metadata.producer_id} epoch "
-                f"{metadata.producer_epoch}: the task was fenced or timed out; nothing committed"
-            )
-        if metadata.state not in (TransactionState.ONGOING, TransactionState.EMPTY):
-            raise InvalidTxnStateError(
-                f"{where} is {metadata.state.name}, expected ONGOING (or EMPTY for a task "
-                "that wrote nothing); nothing committed"
-            )
-        return metadata
-
-    def _complete_batch(self, batch: BatchCommitEntry, *, wait: bool = True) -> None:
-        """Roll a prepared batch forward: its transactions, its offsets, then COMPLETE."""
-        for ref in batch.transactions:
+    def _complete_atomic_commit(self, entry: AtomicCommitEntry, *, wait: bool = True) -> None:
+        """Roll a prepared atomic commit forward: its transactions, its offsets, then COMPLETE."""
+        for ref in entry.transactions:
             metadata = self._state.metadata(ref.transactional_id)
             if metadata is not None and metadata.state is TransactionState.PREPARE_COMMIT:
                 self._complete(metadata, wait=wait)
-        if batch.group_id is not None and batch.offsets:
-            offsets = {TopicPartition(t, p): OffsetAndMetadata(o) for t, p, o in batch.offsets}
-            self._log.group_offsets.commit(batch.group_id, offsets)
+        if entry.group_id is not None and entry.offsets:
+            offsets = {TopicPartition(t, p): OffsetAndMetadata(o) for t, p, o in entry.offsets}
+            self._log.group_offsets.commit(entry.group_id, offsets)
         crash_point("batch.before_complete")
-        done = BatchCommitEntry(
-            batch.sink_id,
-            batch.batch_id,
-            TransactionState.COMPLETE_COMMIT,
-            batch.transactions,
-            batch.group_id,
-            batch.offsets,
-            self._clock.time_ms(),
-        )
+        done = atomic_commit.completed(entry, self._clock.time_ms())
         self._write([done], sync=False)  # as for COMPLETE_*: redone if lost (C-19)
 
-    def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
-        """The ledger: whether ``(sink_id, batch_id)`` committed (its commit point passed)."""
+    def ledger_has(self, ledger_key: str, sequence: int) -> bool:
+        """Whether ``sequence`` of ``ledger_key`` committed (its commit point passed)."""
         with self._locked() as state:
-            return state.is_batch_committed(sink_id, batch_id)
+            return state.ledger_has(ledger_key, sequence)
 
-    def ledgers(self) -> tuple[BatchCommitEntry, ...]:
-        """The last batch commit of every sink (the ledger), sorted by sink id."""
+    def ledgers(self) -> tuple[AtomicCommitEntry, ...]:
+        """The newest atomic commit of every ledger, sorted by ledger key."""
         with self._locked() as state:
             return state.ledger_entries()
 
-    def last_committed_batch(self, sink_id: str) -> BatchCommitEntry | None:
+    def ledger_entry(self, ledger_key: str) -> AtomicCommitEntry | None:
+        """The newest atomic commit of ``ledger_key``; None if it never committed."""
         with self._locked() as state:
-            return state.ledger_entry(sink_id)
+            return state.ledger_entry(ledger_key)
 
     # --- listing and aborting ------------------------------------------------------------------
 

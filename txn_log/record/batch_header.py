@@ -100,7 +100,8 @@ class Compression(IntEnum):
 
 
 class TimestampType(IntEnum):
-    """Attribute bit 3 (F-13, T-08); -1 in Spark's column when there is no timestamp."""
+    """Attribute bit 3 (F-13, T-08). Kafka's clients have a third value, -1
+    (NO_TIMESTAMP_TYPE), for records older than v1; a v2 batch is always one of these two."""
 
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1

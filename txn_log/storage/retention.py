@@ -8,9 +8,9 @@ Kafka's rules, applied by ``PartitionLog`` under the partition's lock:
 - the active (newest) segment is never deleted, nor one holding data of an open transaction,
   so the last stable offset never falls below the log start (B-03, B-04);
 - a segment goes with its offset and time indexes and its aborted-transaction index (B-09);
-- never a segment of an internal topic: ``__transaction_state`` (transactional ids, the sink's
-  batch ledger) and ``__consumer_offsets`` are replayed from their first offset, where Kafka
-  compacts them instead of deleting by age (cleanup.policy=compact, CFG-18).
+- never a segment of an internal topic: ``__transaction_state`` (transactional ids, the
+  ledgers of atomic commits) and ``__consumer_offsets`` are replayed from their first offset,
+  where Kafka compacts them instead of deleting by age (cleanup.policy=compact, CFG-18).
 
 Deleting unlinks the files and closes nothing: readers take no lock, and a reader thread in the
 middle of a deleted segment reads on through its open descriptors (``owned_fd`` closes them

@@ -121,6 +121,34 @@ def test_listings_in_text_and_json(log_dir: Path) -> None:
     assert snapshot(log_dir) == before  # nothing was modified by reading
 
 
+def test_groups_describe_lists_each_ledger_by_its_opaque_key(log_dir: Path) -> None:
+    """DESIGN §4 "Atomic commit": the CLI shows the ledgers with the key and sequence the
+    committer chose; the engine gives them no meaning (no sink, no batch id)."""
+    from txn_log.coordinator.atomic_commit_format import TxnRef
+
+    log = Log.open(log_dir)
+    member = log.producer("member")
+    member.init_transactions()
+    member.begin_transaction()
+    member.send("orders", b"m", partition=0)
+    member.flush()
+    ref = TxnRef("member", member.producer_id, member.producer_epoch)
+    offsets = [("orders", 1, 2)]
+    assert log.coordinator.commit_transactions("ledger-a", 7, [ref], group_id="g", offsets=offsets)
+    log.close()
+    described = json.loads(txnlog("groups", "describe", log_dir, "--json").stdout)
+    (ledger,) = described["ledgers"]
+    assert {k: v for k, v in ledger.items() if k != "timestamp_ms"} == {
+        "ledger_key": "ledger-a",
+        "last_sequence": 7,
+        "status": "COMPLETE_COMMIT",
+        "group_id": "g",
+        "transactions": 1,
+    }
+    text = txnlog("groups", "describe", log_dir).stdout
+    assert "ledger-a" in text and "LEDGER_KEY" in text.upper()
+
+
 def test_dump_shows_batches_markers_and_records(log_dir: Path) -> None:
     batches = json.loads(txnlog("dump", log_dir, "orders-0", "--records", "--json").stdout)
     kinds = [(b["base_offset"], b["transactional"], b["control"], b["crc_valid"]) for b in batches]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from txn_log.coordinator.state_log_format import (
-    BatchCommitEntry,
-    TransactionLogEntry,
-    TxnRef,
-)
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
+from txn_log.coordinator.state_log_format import TransactionLogEntry
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
 from txn_log.coordinator.transaction_state import TransactionState
 
@@ -92,15 +89,17 @@ def txn_entries(draw: st.DrawFn) -> TransactionLogEntry:
 
 
 @st.composite
-def batch_entries(draw: st.DrawFn, sink_ids: st.SearchStrategy[str] = names) -> BatchCommitEntry:
-    """A batch commit record with unique transactional ids."""
+def atomic_commit_entries(
+    draw: st.DrawFn, ledger_keys: st.SearchStrategy[str] = names
+) -> AtomicCommitEntry:
+    """An atomic commit record with unique transactional ids."""
     ids = draw(st.lists(names, unique=True, max_size=5))
     refs = tuple(
         TxnRef(i, draw(st.integers(0, 2**63 - 1)), draw(st.integers(0, 2**15 - 1))) for i in ids
     )
     offsets = draw(st.lists(st.tuples(topics, st.integers(0, 2**31 - 1), INT64), max_size=5))
-    return BatchCommitEntry(
-        draw(sink_ids),
+    return AtomicCommitEntry(
+        draw(ledger_keys),
         draw(st.integers(0, 2**63 - 1)),
         draw(st.sampled_from([S.PREPARE_COMMIT, S.COMPLETE_COMMIT])),
         refs,

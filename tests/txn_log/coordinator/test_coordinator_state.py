@@ -1,5 +1,6 @@
-"""Replaying the state log: last entry wins, corruption disables, recovery work, the batch
-ledger, expiration scans and compaction snapshots (C-11, C-22, C-25, C-27, T11, DESIGN §4)."""
+"""Replaying the state log: last entry wins, corruption disables, recovery work, the ledgers of
+atomic commits, expiration scans and compaction snapshots (C-11, C-22, C-25, C-27, T11,
+DESIGN §4)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,16 @@ from hypothesis import strategies as st
 
 from tests.txn_log.coordinator.strategies import (
     S,
-    batch_entries,
+    atomic_commit_entries,
     metadata,
     ongoing,
     persisted_metadata,
 )
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
 from txn_log.coordinator.coordinator_state import CoordinatorState
 from txn_log.coordinator.state_log_format import (
-    BatchCommitEntry,
     StateLogEntry,
     TransactionLogEntry,
-    TxnRef,
     decode_record,
     encode_key,
     encode_value,
@@ -33,10 +33,10 @@ def entry(md: TransactionMetadata) -> TransactionLogEntry:
 
 
 def batch(
-    sink: str, batch_id: int, status: S = S.PREPARE_COMMIT, refs: tuple[TxnRef, ...] = ()
-) -> BatchCommitEntry:
-    return BatchCommitEntry(
-        sink, batch_id, status, refs, f"{sink}-group", (("in", 0, 10 * batch_id),), 1_000
+    ledger: str, sequence: int, status: S = S.PREPARE_COMMIT, refs: tuple[TxnRef, ...] = ()
+) -> AtomicCommitEntry:
+    return AtomicCommitEntry(
+        ledger, sequence, status, refs, f"{ledger}-group", (("in", 0, 10 * sequence),), 1_000
     )
 
 
@@ -74,7 +74,7 @@ def test_a_lower_epoch_for_the_same_producer_id_is_corrupt_and_disables() -> Non
         state.transactional_ids,
         state.pending_completions,
         lambda: state.apply(entry(metadata())),
-        lambda: state.ledger_last_batch("s"),
+        lambda: state.ledger_last_sequence("s"),
         state.snapshot_entries,
     ):
         with pytest.raises(CorruptRecordError, match="disabled"):
@@ -105,7 +105,7 @@ def test_in_memory_states_in_the_log() -> None:
 
 
 def test_pending_completions_are_what_recovery_rolls_forward() -> None:
-    """C-22 / T11: PREPARE_* transactions and batch commits without their COMPLETE record."""
+    """C-22 / T11: PREPARE_* transactions and atomic commits without their COMPLETE record."""
     commit = TransactionMetadata(
         "c", 1, 0, -1, 60_000, S.PREPARE_COMMIT, frozenset({("t", 0)}), 1, 1
     )
@@ -125,7 +125,7 @@ def test_pending_completions_are_what_recovery_rolls_forward() -> None:
     )
     pending = state.pending_completions()
     assert pending.transactions == (abort, commit)
-    assert pending.batches == (batch("s1", 4),)
+    assert pending.atomic_commits == (batch("s1", 4),)
     assert pending
     state.apply(entry(commit.prepare_complete(2)))
     state.apply(entry(abort.prepare_complete(2)))
@@ -133,30 +133,30 @@ def test_pending_completions_are_what_recovery_rolls_forward() -> None:
     assert not state.pending_completions()
 
 
-def test_batch_ledger() -> None:
-    """DESIGN §4: PREPARE_COMMIT is the commit point; ids of one sink only grow."""
+def test_atomic_commit_ledger() -> None:
+    """DESIGN §4: PREPARE_COMMIT is the commit point; sequences of one ledger only grow."""
     state = CoordinatorState()
-    assert state.ledger_last_batch("s") is None
-    assert not state.is_batch_committed("s", 0)
+    assert state.ledger_last_sequence("s") is None
+    assert not state.ledger_has("s", 0)
     state.apply(batch("s", 3))
-    assert state.ledger_last_batch("s") == 3
-    assert state.is_batch_committed("s", 3) and state.is_batch_committed("s", 2)
-    assert not state.is_batch_committed("s", 4)
-    assert not state.is_batch_committed("other", 3)
+    assert state.ledger_last_sequence("s") == 3
+    assert state.ledger_has("s", 3) and state.ledger_has("s", 2)
+    assert not state.ledger_has("s", 4)
+    assert not state.ledger_has("other", 3)
     state.apply(batch("s", 3, S.COMPLETE_COMMIT))
     state.apply(batch("s", 4))
     assert state.ledger_entry("s") == batch("s", 4)
-    assert state.is_batch_committed("s", 4)
+    assert state.ledger_has("s", 4)
 
 
 @pytest.mark.parametrize(
     "bad",
     [batch("s", 2), batch("s", 3, S.PREPARE_COMMIT)],
-    ids=["lower-batch-id", "complete-then-prepare"],
+    ids=["lower-sequence", "complete-then-prepare"],
 )
-def test_ledger_going_backwards_is_corrupt(bad: BatchCommitEntry) -> None:
+def test_ledger_going_backwards_is_corrupt(bad: AtomicCommitEntry) -> None:
     state = CoordinatorState.replay([batch("s", 3), batch("s", 3, S.COMPLETE_COMMIT)])
-    with pytest.raises(CorruptRecordError, match="sink 's'"):
+    with pytest.raises(CorruptRecordError, match="ledger 's'"):
         state.apply(bad)
     assert state.corruption is not None
 
@@ -175,21 +175,21 @@ def test_expired_lists_timed_out_transactions_and_idle_ids() -> None:
     assert state.expired(now_ms=1_000, expiration_ms=10_000).timed_out == ()
 
 
-def test_transactions_of_a_prepared_batch_never_time_out() -> None:
-    """The batch PREPARE is their commit point: aborting them would break it."""
+def test_transactions_of_a_prepared_atomic_commit_never_time_out() -> None:
+    """The atomic commit's PREPARE is their commit point: aborting them would break it."""
     task = TransactionMetadata("s-0", 7, 2, -1, 1_000, S.ONGOING, frozenset({("t", 0)}), 0, 0)
     state = CoordinatorState.replay([entry(task), batch("s", 1, refs=(TxnRef("s-0", 7, 2),))])
-    assert state.pending_batch_for("s-0") == batch("s", 1, refs=(TxnRef("s-0", 7, 2),))
+    assert state.pending_commit_for("s-0") == batch("s", 1, refs=(TxnRef("s-0", 7, 2),))
     assert state.expired(now_ms=10**9, expiration_ms=10_000).timed_out == ()
     state.apply(batch("s", 1, S.COMPLETE_COMMIT, refs=(TxnRef("s-0", 7, 2),)))
-    assert state.pending_batch_for("s-0") is None
+    assert state.pending_commit_for("s-0") is None
     assert state.expired(now_ms=10**9, expiration_ms=10_000).timed_out == (task,)
 
 
-def test_a_batch_naming_an_older_epoch_does_not_protect_the_transaction() -> None:
+def test_an_atomic_commit_naming_an_older_epoch_does_not_protect_the_transaction() -> None:
     task = TransactionMetadata("s-0", 7, 3, -1, 1_000, S.ONGOING, frozenset({("t", 0)}), 0, 0)
     state = CoordinatorState.replay([entry(task), batch("s", 1, refs=(TxnRef("s-0", 7, 2),))])
-    assert state.pending_batch_for("s-0") is None
+    assert state.pending_commit_for("s-0") is None
     assert state.expired(now_ms=10**9, expiration_ms=10_000).timed_out == (task,)
 
 
@@ -201,7 +201,7 @@ def test_expired_checks_the_expiration_against_timeouts() -> None:
 
 
 def test_open_transactions_under_a_prefix() -> None:
-    """DESIGN §5: the sink's commit aborts lingering zombies under ``<sink id>-``."""
+    """DESIGN §5: the sink's commit aborts lingering zombies under ``<prefix>-``."""
 
     def md(tid: str, state: S) -> TransactionLogEntry:
         parts = frozenset() if state in (S.EMPTY, S.COMPLETE_COMMIT) else frozenset({("t", 0)})
@@ -229,7 +229,7 @@ LOG = st.lists(
     st.one_of(
         FEW_IDS.flatmap(persisted_metadata).map(entry),
         st.builds(TransactionLogEntry, FEW_IDS, st.none()),
-        batch_entries(sink_ids=st.sampled_from(["s1", "s2"])),
+        atomic_commit_entries(ledger_keys=st.sampled_from(["s1", "s2"])),
     ),
     max_size=25,
 )
@@ -268,8 +268,8 @@ def test_snapshot_replays_into_an_equal_state(entries: list[StateLogEntry]) -> N
     assert views(CoordinatorState.replay(decoded)) == views(state)
     assert len(snapshot) == len(state.transactional_ids()) + len(
         {
-            e.sink_id
+            e.ledger_key
             for e in entries
-            if isinstance(e, BatchCommitEntry) and state.ledger_entry(e.sink_id) is not None
+            if isinstance(e, AtomicCommitEntry) and state.ledger_entry(e.ledger_key) is not None
         }
     )

@@ -1,5 +1,6 @@
 """State-log records: Kafka's TransactionLogKey/Value v0 byte for byte (C-05, C-06, C-11) and
-txnlog's batch commit record (DESIGN §4)."""
+txnlog's atomic commit record (DESIGN §4), whose bytes are those logs written before it was
+generalised from the Spark sink's batch commit carry."""
 
 from __future__ import annotations
 
@@ -12,17 +13,16 @@ from hypothesis import strategies as st
 
 from tests.txn_log.coordinator.strategies import (
     S,
-    batch_entries,
+    atomic_commit_entries,
     metadata,
     ongoing,
     persisted_metadata,
     txn_entries,
 )
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
 from txn_log.coordinator.state_log_format import (
-    BatchCommitEntry,
     StateLogEntry,
     TransactionLogEntry,
-    TxnRef,
     decode_record,
     encode_key,
     encode_value,
@@ -76,13 +76,13 @@ EMPTY_VALUE = h(
     "| ff ff ff ff ff ff ff ff"  # no transaction started: -1
 )
 
-BATCH = BatchCommitEntry(
+BATCH = AtomicCommitEntry(
     "sink-a", 7, S.PREPARE_COMMIT, (TxnRef("sink-a-0", 1000, 2),), "grp", (("in", 3, 42),), 99
 )
 BATCH_KEY = h("00 64 | 00 06 73 69 6e 6b 2d 61")  # version 100 | "sink-a"
 BATCH_VALUE = h(
     "00 00"  # version 0
-    "| 00 00 00 00 00 00 00 07"  # batch_id 7
+    "| 00 00 00 00 00 00 00 07"  # sequence 7 (a Spark sink's batch id)
     "| 02"  # status PREPARE_COMMIT
     "| 00 00 00 01"  # 1 transaction
     "| 00 08 73 69 6e 6b 2d 61 2d 30"  # "sink-a-0"
@@ -120,14 +120,14 @@ def test_tombstone_is_a_null_value() -> None:
     assert decode_record(KEY_TX1, None) == entry
 
 
-def test_batch_commit_vector() -> None:
+def test_atomic_commit_vector() -> None:
     assert encode_key(BATCH) == BATCH_KEY
     assert encode_value(BATCH) == BATCH_VALUE
     assert decode_record(BATCH_KEY, BATCH_VALUE) == BATCH
 
 
-def test_batch_commit_null_group() -> None:
-    entry = BatchCommitEntry("s", 0, S.COMPLETE_COMMIT, (), None, (), 0)
+def test_atomic_commit_null_group() -> None:
+    entry = AtomicCommitEntry("s", 0, S.COMPLETE_COMMIT, (), None, (), 0)
     value = encode_value(entry)
     assert value == h(
         "00 00 | 00 00 00 00 00 00 00 00 | 04 | 00 00 00 00 | ff ff | 00 00 00 00"
@@ -140,7 +140,7 @@ def test_batch_commit_null_group() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(txn_entries(), batch_entries()))
+@given(st.one_of(txn_entries(), atomic_commit_entries()))
 def test_every_record_round_trips(entry: StateLogEntry) -> None:
     assert decode_record(encode_key(entry), encode_value(entry)) == entry
 
@@ -269,10 +269,10 @@ def test_a_string_longer_than_int16_is_refused() -> None:
 @pytest.mark.parametrize(
     "build",
     [
-        lambda: BatchCommitEntry("s", 1, S.ONGOING, (), None, (), 0),
-        lambda: BatchCommitEntry("s", -1, S.PREPARE_COMMIT, (), None, (), 0),
-        lambda: BatchCommitEntry("", 1, S.PREPARE_COMMIT, (), None, (), 0),
-        lambda: BatchCommitEntry(
+        lambda: AtomicCommitEntry("s", 1, S.ONGOING, (), None, (), 0),
+        lambda: AtomicCommitEntry("s", -1, S.PREPARE_COMMIT, (), None, (), 0),
+        lambda: AtomicCommitEntry("", 1, S.PREPARE_COMMIT, (), None, (), 0),
+        lambda: AtomicCommitEntry(
             "s", 1, S.PREPARE_COMMIT, (TxnRef("a", 1, 0), TxnRef("a", 2, 0)), None, (), 0
         ),
         lambda: TxnRef("a", 1, -1),

@@ -23,10 +23,11 @@ should), then lets a new instance recover, either a fresh process calling
   paragraph);
 * the transactional id is usable again.
 
-The batch commit of DESIGN §4 gets the same treatment: two worker processes each leave one open
-transaction on their own partitions, a third process runs ``commit_batch`` and is killed at the
-batch crash points (and at the per-transaction ones it passes through), and recovery rolls the
-whole batch forward (G-06 for the single PREPARE record of the batch).
+The atomic commit of DESIGN §4 (a Spark sink's micro-batch) gets the same treatment: two worker
+processes each leave one open transaction on their own partitions, a third process runs
+``commit_transactions`` and is killed at the ``batch.*`` crash points (and at the
+per-transaction ones it passes through), and recovery rolls the whole commit forward (G-06 for
+its single PREPARE record).
 
 Finally a producer SIGKILLed by its parent mid-transaction (before EndTxn) pins the LSO until the
 next ``init_transactions()`` aborts its transaction (X-03, C-14).
@@ -51,8 +52,8 @@ import pytest
 
 from commit_protocol.embedded import EmbeddedBackend
 from tests.txn_log.processes.txn_workers import value_for
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.state_log_format import (
-    BatchCommitEntry,
     StateLogEntry,
     TransactionLogEntry,
     decode_record,
@@ -170,8 +171,10 @@ def last_txn_state(entries: list[StateLogEntry], transactional_id: str) -> Trans
     return states[-1]
 
 
-def last_batch_status(entries: list[StateLogEntry], sink: str) -> TransactionState | None:
-    statuses = [e.status for e in entries if isinstance(e, BatchCommitEntry) and e.sink_id == sink]
+def last_commit_status(entries: list[StateLogEntry], ledger: str) -> TransactionState | None:
+    statuses = [
+        e.status for e in entries if isinstance(e, AtomicCommitEntry) and e.ledger_key == ledger
+    ]
     return statuses[-1] if statuses else None
 
 
@@ -187,7 +190,7 @@ def fingerprint(log_dir: Path, tps: list[TopicPartition]) -> dict[str, Any]:
             (md.transactional_id, md.producer_id, md.producer_epoch, md.state, md.topic_partitions)
             for md in log.coordinator.transactions()
         ]
-        ledger = log.coordinator.last_committed_batch(SINK)
+        ledger = log.coordinator.ledger_entry(SINK)
         committed = log.consumer("read_committed")
         everything = log.consumer("read_uncommitted")
         out: dict[str, Any] = {"coordinator": coordinator_state, "ledger": ledger}
@@ -401,7 +404,7 @@ def test_crash_during_end_txn_is_finished_by_the_next_instance(
     assert_id_usable(log_dir, TXN_ID, old_epoch)
 
 
-# --- the batch commit (DESIGN §4) ----------------------------------------------------------------
+# --- the atomic commit (DESIGN §4) ---------------------------------------------------------------
 
 TASKS = {"sink-0": [0, 1, 2], "sink-1": [3, 4, 5]}
 # The driver's commit touches sink-0's out-0..2, then sink-1's out-3..5 (C-19 per member), then
@@ -451,7 +454,7 @@ def open_task_transactions(
     BATCH_CRASHES,
     ids=[f"{p}@{a or 1}" for p, a in BATCH_CRASHES],
 )
-def test_batch_commit_killed_after_its_commit_point_rolls_forward(
+def test_atomic_commit_killed_after_its_commit_point_rolls_forward(
     tmp_path: Path, crash_point: str, crash_after: int | None, recover_by: str
 ) -> None:
     """DESIGN §4, G-06, X-05: the batch's PREPARE record commits both task transactions (each
@@ -464,7 +467,7 @@ def test_batch_commit_killed_after_its_commit_point_rolls_forward(
     offsets = {TopicPartition(INPUT, 0): rng.randint(1, 10_000), TopicPartition(INPUT, 1): 7}
     batch_id = rng.randint(0, 100)
     commit_args = (
-        "commit-batch",
+        "commit-transactions",
         log_dir,
         SINK,
         batch_id,
@@ -479,7 +482,7 @@ def test_batch_commit_killed_after_its_commit_point_rolls_forward(
     tps = [TopicPartition(TOPIC, p) for p in range(6)]
     log = Log.open(log_dir)
     entries = state_log_entries(log)
-    assert last_batch_status(entries, SINK) is TransactionState.PREPARE_COMMIT
+    assert last_commit_status(entries, SINK) is TransactionState.PREPARE_COMMIT
     written = sum(len(markers(log.partition_log(tp))) for tp in tps)
     assert written == MARKERS_AT_CRASH[crash_point]
     log.close()
@@ -488,7 +491,7 @@ def test_batch_commit_killed_after_its_commit_point_rolls_forward(
         assert assert_ok(run_worker(*commit_args))["committed"] is False
     else:
         log = Log.open(log_dir)
-        assert log.coordinator.is_batch_committed(SINK, batch_id)
+        assert log.coordinator.ledger_has(SINK, batch_id)
         log.close()
 
     first = fingerprint(log_dir, tps)
@@ -497,12 +500,12 @@ def test_batch_commit_killed_after_its_commit_point_rolls_forward(
         expected.update(expected_values(tid, counts[tid]))
     assert_finished(first, tps, expected, offsets, committed=True)
     assert first["ledger"].status is TransactionState.COMPLETE_COMMIT
-    assert first["ledger"].batch_id == batch_id
+    assert first["ledger"].sequence == batch_id
     assert [name for name, *_ in first["coordinator"]] == sorted(TASKS)
     assert_second_recovery_changes_nothing(log_dir, tps, first)
     log = Log.open(log_dir)
     assert log.coordinator.open_transactions(f"{SINK}-") == []
-    assert log.coordinator.commit_batch(SINK, batch_id, []) is False  # idempotent ledger
+    assert log.coordinator.commit_transactions(SINK, batch_id, []) is False  # idempotent ledger
     log.close()
     for ref in refs:
         assert_id_usable(log_dir, ref["transactional_id"], ref["producer_epoch"])

@@ -15,10 +15,10 @@ Roles (``PARTS`` is ``partition:count,partition:count,...``):
     abort and print ``{"step": "done"}``.
 ``open LOG TXN_ID TOPIC PARTS [hang]``
     init, begin, send, flush, print the transaction's ``TxnRef`` fields; then either exit
-    leaving the transaction open (a batch-commit task, DESIGN §5) or, with ``hang``, sleep until
-    the parent kills it (a producer dying mid-transaction, X-03).
-``commit-batch LOG SINK BATCH REFS_JSON GROUP OFFSETS_JSON``
-    the driver side of DESIGN §4: ``coordinator.commit_batch`` of the listed transactions.
+    leaving the transaction open (a member of an atomic commit, DESIGN §4-5) or, with ``hang``,
+    sleep until the parent kills it (a producer dying mid-transaction, X-03).
+``commit-transactions LOG LEDGER SEQUENCE REFS_JSON GROUP OFFSETS_JSON``
+    the driver side of DESIGN §4: ``coordinator.commit_transactions`` of the listed ones.
 ``init LOG TXN_ID``
     a new producer instance: ``init_transactions()`` (fences and finishes the old one, C-14).
 """
@@ -29,7 +29,7 @@ import json
 import sys
 import time
 
-from txn_log.coordinator.state_log_format import TxnRef
+from txn_log.coordinator.atomic_commit_format import TxnRef
 from txn_log.log import Log
 from txn_log.producer import Producer
 from txn_log.topic_partition import TopicPartition
@@ -121,8 +121,8 @@ def open_txn(log_dir: str, transactional_id: str, topic: str, parts: str, hang: 
         time.sleep(1.0)
 
 
-def commit_batch(
-    log_dir: str, sink: str, batch: str, refs_json: str, group: str, offsets_json: str
+def commit_transactions(
+    log_dir: str, ledger: str, sequence: str, refs_json: str, group: str, offsets_json: str
 ) -> None:
     log = Log.open(log_dir)
     refs = [
@@ -130,8 +130,8 @@ def commit_batch(
         for r in json.loads(refs_json)
     ]
     offsets = [(tp.topic, tp.partition, o) for tp, o in parse_offsets(offsets_json).items()]
-    committed = log.coordinator.commit_batch(
-        sink, int(batch), refs, group_id=group, offsets=offsets
+    committed = log.coordinator.commit_transactions(
+        ledger, int(sequence), refs, group_id=group, offsets=offsets
     )
     report(step="done", committed=committed)
 
@@ -149,9 +149,11 @@ if __name__ == "__main__":
         txn(*args)
     elif role == "open":
         open_txn(args[0], args[1], args[2], args[3], args[4:] == ["hang"])
-    elif role == "commit-batch":
-        commit_batch(*args)
+    elif role == "commit-transactions":
+        commit_transactions(*args)
     elif role == "init":
         init(*args)
     else:
-        raise SystemExit(f"unknown role {role!r}; valid roles are txn, open, commit-batch, init")
+        raise SystemExit(
+            f"unknown role {role!r}; valid roles are txn, open, commit-transactions, init"
+        )

@@ -1,46 +1,26 @@
-"""Reading a partition as Arrow record batches with Spark's Kafka source columns.
+"""Decoded log batches as Arrow record batches with Spark's Kafka source columns (DESIGN §6).
 
-    key binary, value binary, topic string, partition int32, offset int64,
-    timestamp timestamp[us, UTC], timestampType int32 [, headers list<struct<key string,
-    value binary>>]
-
-This is the engine half of the Spark source (DESIGN §6): columns are built whole-batch from the
-codec's Arrow output; no per-record Python objects. Memory is bounded by one output batch
-(``max_rows``) plus one decoded log batch, whatever the size of the range.
+The engine decodes each record batch into its own Arrow columns (``txn_log.record.codec``:
+offset, timestamp in ms, key, value, headers); this module turns those into the source's
+columns (``txn_source.schema``) whole-batch, without per-record Python objects, and cuts the
+stream into batches of at most ``max_rows`` rows. Memory is bounded by one output batch plus
+one decoded log batch, whatever the size of the range. Pure functions over Arrow data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txn_log.consumer import Consumer, ReadStats
 from txn_log.record.batch_header import BatchHeader, TimestampType
-
-if TYPE_CHECKING:
-    from txn_log.consumer import Consumer, ReadStats
-    from txn_log.topic_partition import TopicPartition
+from txn_log.topic_partition import TopicPartition
+from txn_source.schema import arrow_kafka_schema
 
 DEFAULT_MAX_ROWS = 65_536
-
-
-def spark_kafka_schema(include_headers: bool = False) -> Any:
-    """The Arrow schema of Spark's Kafka source (``headers`` only with ``includeHeaders``)."""
-    import pyarrow as pa
-
-    from txn_log.record.codec import HEADERS_TYPE
-
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", HEADERS_TYPE))
-    return pa.schema(fields)
 
 
 def to_spark_kafka(
@@ -50,10 +30,7 @@ def to_spark_kafka(
     timestamp_type: TimestampType,
     include_headers: bool = False,
 ) -> Any:
-    """Turn the codec's decoded records into a batch of ``spark_kafka_schema``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    """Turn the codec's decoded records into a batch of ``arrow_kafka_schema``."""
     n = records.num_rows
     timestamps = pc.multiply(records.column("timestamp"), 1000).cast(pa.timestamp("us", tz="UTC"))
     columns = [
@@ -67,7 +44,7 @@ def to_spark_kafka(
     ]
     if include_headers:
         columns.append(records.column("headers"))
-    return pa.RecordBatch.from_arrays(columns, schema=spark_kafka_schema(include_headers))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_kafka_schema(include_headers))
 
 
 def read_spark_kafka_batches(
@@ -92,9 +69,7 @@ def rebatch_spark_kafka(
     include_headers: bool = False,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> Iterator[Any]:
-    """Turn decoded log batches into ``spark_kafka_schema`` batches of at most ``max_rows``."""
-    import pyarrow as pa
-
+    """Turn decoded log batches into ``arrow_kafka_schema`` batches of at most ``max_rows``."""
     pending: list[Any] = []
     pending_rows = 0
     tp = topic_partition

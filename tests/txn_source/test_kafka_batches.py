@@ -1,4 +1,5 @@
-"""Reading as Arrow batches with Spark's Kafka columns (the engine half of DESIGN §6)."""
+"""Reading as Arrow batches with Spark's Kafka columns (DESIGN §6): ``txn_source.kafka_batches``
+over the engine's decoded batches."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from txn_log.arrow_records import read_spark_kafka_batches, spark_kafka_schema
 from txn_log.consumer import ReadStats
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
+from txn_source.kafka_batches import read_spark_kafka_batches
+from txn_source.schema import arrow_kafka_schema, kafka_schema
 
 TP = TopicPartition("t", 1)
 
@@ -44,7 +46,7 @@ def test_rows_match_the_record_reader_and_repeat_exactly(tmp_path: Path) -> None
     batches = list(
         read_spark_kafka_batches(consumer, TP, 0, include_headers=True, max_rows=64, stats=stats)
     )
-    assert all(b.schema == spark_kafka_schema(True) for b in batches)
+    assert all(b.schema == arrow_kafka_schema(True) for b in batches)
     assert [b.num_rows for b in batches] == [64, 64, 64, 8]
     table = pa.Table.from_batches(batches)
     records = consumer.read(TP, 0)
@@ -73,3 +75,13 @@ def test_a_range_of_only_markers_and_aborted_records_yields_nothing(tmp_path: Pa
     assert rows == 50
     middle = pa.Table.from_batches(list(read_spark_kafka_batches(consumer, TP, 25, 60)))
     assert middle.column("offset").to_pylist() == list(range(25, 50))
+
+
+def test_the_arrow_columns_are_the_spark_columns() -> None:
+    """One definition (``txn_source.schema.COLUMNS``): Spark's own conversion of the executors'
+    Arrow schema is the schema the driver declares, with and without headers."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    for include_headers in (False, True):
+        arrow = arrow_kafka_schema(include_headers)
+        assert from_arrow_schema(arrow) == kafka_schema(include_headers)
