@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from txn_log.errors import ConfigError
+from txn_log.errors import ConfigError, UnknownTopicIdError
 from txn_log.read_committed import AbortedTxnFilter, IsolationLevel
 from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.topic_partition import TopicPartition
@@ -151,11 +151,16 @@ class Consumer:
         plog, start, end = self._plan(topic_partition, start_offset, end_offset)
         if start >= end:
             return
-        aborted = (
-            plog.collect_aborted_txns(start, end)
-            if self.isolation_level is IsolationLevel.READ_COMMITTED
-            else ()
-        )
+        aborted: Iterable[AbortedTxn] = ()
+        if self.isolation_level is IsolationLevel.READ_COMMITTED:
+            aborted = plog.collect_aborted_txns(start, end)
+            if not plog.is_current():
+                # deleted (or re-created) while this read was planned: its aborted-transaction
+                # index may be gone with it, so nothing is delivered from a half-seen partition
+                raise UnknownTopicIdError(
+                    f"{topic_partition}: the topic was deleted while offsets [{start}, {end}) "
+                    "were being read"
+                )
         yield from iter_deliverable_batches(plog, start, end, aborted, stats)
 
     def _plan(

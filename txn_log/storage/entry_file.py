@@ -8,8 +8,10 @@ Invariants and process safety:
 
 - Reads take no lock. ``refresh`` stats the file; when it grew, only the new whole entries are
   read; when it shrank, was replaced (another inode) or the last cached entry changed underneath,
-  everything is read again. A file rewritten to exactly its previous size is not noticed until it
-  changes size again.
+  everything is read again. A file deleted under an open descriptor (its segment's retention, its
+  topic's deletion) keeps being read through the descriptor, as the segment's data is: a view
+  never pairs a deleted segment's data with an empty index (aborted records would show). A file
+  rewritten to exactly its previous size is not noticed until it changes size again.
 - An entry is read only when all its bytes are there: a size that is not a multiple of the entry
   size means a torn last entry (a writer died mid-write, or is writing right now), which readers
   ignore.
@@ -74,8 +76,11 @@ class EntryFile(Generic[E]):
             try:
                 stat = os.stat(self.path)
             except FileNotFoundError:
-                self._forget()
-                return self._entries
+                if self._fd is None:
+                    return self._entries  # never there for this view (a lazily created file)
+                # deleted with its segment (retention) or its topic: the open file is still what
+                # this view reads, and the entries it holds still describe the data it reads
+                stat = os.fstat(self._fd)
             if self._fd is None or stat.st_ino != self._ino:
                 self._forget()
                 self._fd = os.open(self.path, os.O_RDWR)
