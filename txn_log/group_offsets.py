@@ -30,7 +30,6 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from txn_log.errors import (
@@ -41,6 +40,7 @@ from txn_log.errors import (
     TxnLogError,
 )
 from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata
+from txn_log.group_metadata import OffsetAndMetadata as OffsetAndMetadata  # exported here
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, validate_topic_name
 from txn_log.topic_partition import TopicPartition
@@ -65,15 +65,6 @@ _VALUE_FIXED = struct.Struct(
     "i"  # leader_epoch
 )
 _TIMESTAMP = struct.Struct(">q")  # commit_timestamp
-
-
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    """A committed position: ``offset`` is the *next* offset to read (exclusive end)."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
 
 
 # --- validation (before anything is written) --------------------------------------------------
