@@ -79,8 +79,8 @@ EXPIRATION_CHECK_INTERVAL_MS = 50
 class TransactionCoordinator:
     """Coordinator operations on one log. Thread-safe; any number of processes at once.
 
-    It reads and writes partitions through ``log_manager`` and commits a batch's group offsets
-    through ``group_offsets`` (DESIGN §1: it knows neither ``Log`` nor the clients).
+    It reads and writes partitions through ``log_manager`` and commits an atomic commit's group
+    offsets through ``group_offsets`` (DESIGN §1: it knows neither ``Log`` nor the clients).
     """
 
     def __init__(
