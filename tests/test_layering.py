@@ -216,3 +216,191 @@ def test_only_the_engine_imports_the_coordinators_record_formats(package: str) -
         if imported_modules(path) & FORMAT_MODULES
     }
     assert offenders == {}
+
+
+# --- inside the engine (issue 13 item 1) --------------------------------------------------------
+
+ENGINE = "txn_log"
+ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        "base",
+        frozenset(
+            {
+                "txn_log.errors",
+                "txn_log.clock",
+                "txn_log.fault_points",
+                "txn_log.owned_fd",
+                "txn_log.file_lock",
+                "txn_log.topic_partition",
+                "txn_log.partitioner",
+            }
+        ),
+    ),
+    ("record", frozenset({"txn_log.record"})),
+    (
+        "storage",
+        frozenset(
+            {
+                "txn_log.storage",
+                "txn_log.topic_config",
+                "txn_log.producer_id_manager",
+                "txn_log.housekeeping",
+                "txn_log.log_manager",
+            }
+        ),
+    ),
+    (
+        "coordinator and clients",
+        frozenset(
+            {
+                "txn_log.coordinator",
+                "txn_log.group_metadata",
+                "txn_log.group_offsets",
+                "txn_log.read_committed",
+                "txn_log.producer_record",
+                "txn_log.record_accumulator",
+                "txn_log.producer",
+                "txn_log.consumer",
+            }
+        ),
+    ),
+    ("log facade", frozenset({"txn_log.log", "txn_log"})),
+    ("cli", frozenset({"txn_log.cli"})),
+)
+"""Lowest first; a name stands for that module or package and everything under it, except
+``txn_log`` itself, which is only the package root (its exports)."""
+
+
+def module_names(root: Path, package: str) -> dict[str, Path]:
+    """Every module of ``package`` under ``root``, by dotted name (a package by its own)."""
+    names = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module → the modules of ``package`` it imports, by every import statement anywhere in
+    it: at the top, under ``if TYPE_CHECKING:``, inside functions. ``from p import m`` is an
+    edge to ``p.m`` when ``m`` is a module of ``p``, else to ``p`` (as ``import p.m`` is an
+    edge to ``p.m`` alone)."""
+    modules = module_names(root, package)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".")[: len(name.split(".")) - node.level + is_package]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for alias in node.names:
+                    submodule = f"{base}.{alias.name}"
+                    targets.add(submodule if submodule in modules else base)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def engine_layer(module: str) -> int:
+    """The rank of ``module``'s layer in ``ENGINE_LAYERS``; KeyError if none claims it."""
+    for rank, (_, names) in enumerate(ENGINE_LAYERS):
+        for name in names:
+            if module == name or (name != ENGINE and module.startswith(name + ".")):
+                return rank
+    raise KeyError(module)
+
+
+def upward_edges(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{source} ({ENGINE_LAYERS[engine_layer(source)][0]}) imports {target} "
+        f"({ENGINE_LAYERS[engine_layer(target)][0]})"
+        for source, targets in graph.items()
+        for target in targets
+        if engine_layer(target) > engine_layer(source)
+    )
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_every_engine_module_has_a_layer() -> None:
+    unplaced = []
+    for module in module_names(ROOT, ENGINE):
+        try:
+            engine_layer(module)
+        except KeyError:
+            unplaced.append(module)
+    assert unplaced == [], "add these modules to ENGINE_LAYERS"
+
+
+def test_engine_imports_point_down_its_layers() -> None:
+    """record ← storage ← coordinator and clients ← ``Log`` ← CLI (DESIGN §1): no module
+    imports a layer above its own, not even for type checking or inside a function."""
+    assert upward_edges(import_graph(ROOT, ENGINE)) == []
+
+
+def test_engine_modules_import_no_circle() -> None:
+    """No two engine modules import each other, directly or round a longer circle (again
+    counting imports for type checking and inside functions)."""
+    assert import_cycles(import_graph(ROOT, ENGINE)) == []
+
+
+def test_engine_checker_sees_hidden_imports_and_circles(tmp_path: Path) -> None:
+    package = tmp_path / ENGINE
+    (package / "storage").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "storage" / "__init__.py").write_text("")
+    (package / "errors.py").write_text("")
+    (package / "log.py").write_text("from txn_log.storage import thing\n")
+    (package / "storage" / "thing.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from txn_log.log import Log\n"
+        "def f():\n    from .. import errors\n    import txn_log.log\n"
+        "def g():\n    from txn_log import Log\n"
+    )
+    graph = import_graph(tmp_path, ENGINE)
+    assert graph["txn_log.storage.thing"] == {"txn_log", "txn_log.errors", "txn_log.log"}
+    assert graph["txn_log.log"] == {"txn_log.storage.thing"}
+    assert upward_edges(graph) == [
+        "txn_log.storage.thing (storage) imports txn_log (log facade)",
+        "txn_log.storage.thing (storage) imports txn_log.log (log facade)",
+    ]
+    assert import_cycles(graph) == [["txn_log.log", "txn_log.storage.thing"]]

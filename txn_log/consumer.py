@@ -16,13 +16,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.errors import ConfigError, UnknownTopicIdError
+from txn_log.log_manager import LogManager
 from txn_log.read_committed import AbortedTxnFilter, IsolationLevel
 from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from txn_log.log import Log
     from txn_log.storage.partition_log import PartitionLog
     from txn_log.storage.txn_index import AbortedTxn
 
@@ -56,12 +57,18 @@ class ReadStats:
 
 
 class Consumer:
-    """Reads partitions of one log. Thread-safe; holds no position between calls."""
+    """Reads partitions of one log (``log_manager``'s); asks ``coordinator`` to abort timed-out
+    transactions before it plans a read_committed read. Thread-safe; holds no position between
+    calls."""
 
     def __init__(
-        self, log: Log, isolation_level: str | IsolationLevel = IsolationLevel.READ_COMMITTED
+        self,
+        log_manager: LogManager,
+        coordinator: TransactionCoordinator,
+        isolation_level: str | IsolationLevel = IsolationLevel.READ_COMMITTED,
     ) -> None:
-        self._log = log
+        self._log = log_manager
+        self._coordinator = coordinator
         self.isolation_level = IsolationLevel.parse(isolation_level)
 
     # --- offsets ---------------------------------------------------------------------------------
@@ -78,7 +85,7 @@ class Consumer:
         """
         plog = self._log.partition_log(topic_partition)
         if self.isolation_level is IsolationLevel.READ_COMMITTED:
-            self._log.coordinator.maybe_abort_timed_out()
+            self._coordinator.maybe_abort_timed_out()
             return plog.last_stable_offset
         return plog.log_end_offset
 

@@ -28,10 +28,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from txn_log.group_offsets import OffsetAndMetadata
     from txn_log.topic_partition import TopicPartition
 
 GroupPartition = tuple[str, "TopicPartition"]
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    """A committed position: ``offset`` is the *next* offset to read (exclusive end).
+    Exported by ``group_offsets`` (and ``txn_log``), where users meet it."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

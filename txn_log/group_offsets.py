@@ -30,8 +30,6 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from txn_log.errors import (
     ConfigError,
@@ -41,13 +39,14 @@ from txn_log.errors import (
     TxnLogError,
 )
 from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata
+from txn_log.group_metadata import OffsetAndMetadata as OffsetAndMetadata  # exported here
+from txn_log.log_manager import LogManager
+from txn_log.record.batch_header import BatchHeader, is_crc_valid
+from txn_log.record.control import ControlType
 from txn_log.storage.producer_append_info import AppendOrigin
+from txn_log.storage.replay import read_control_record
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, validate_topic_name
 from txn_log.topic_partition import TopicPartition
-
-if TYPE_CHECKING:
-    from txn_log.log import Log
-    from txn_log.record.batch_header import BatchHeader
 
 OFFSETS_PARTITION = TopicPartition(CONSUMER_OFFSETS_TOPIC, 0)
 KEY_VERSION = 1
@@ -65,15 +64,6 @@ _VALUE_FIXED = struct.Struct(
     "i"  # leader_epoch
 )
 _TIMESTAMP = struct.Struct(">q")  # commit_timestamp
-
-
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    """A committed position: ``offset`` is the *next* offset to read (exclusive end)."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
 
 
 # --- validation (before anything is written) --------------------------------------------------
@@ -220,15 +210,15 @@ def decode_record(
 
 
 class GroupOffsetStore:
-    """Reads and writes group offsets of one log.
+    """Reads and writes group offsets of one log, in ``log_manager``'s offsets partition.
 
     Thread-safe: one mutex guards the cache and its catch-up. Process-safe like every reader:
     it takes no lock, and reads only whole batches below the partition's log end, so it sees a
     prefix of what other processes appended and catches up on the next call (DESIGN §3).
     """
 
-    def __init__(self, log: Log) -> None:
-        self._log = log
+    def __init__(self, log_manager: LogManager) -> None:
+        self._log = log_manager
         self._mutex = threading.Lock()
         self._applied = 0  # offsets partition position read so far (exclusive)
         self._groups = GroupMetadata()
@@ -310,10 +300,6 @@ class GroupOffsetStore:
             self._applied = header.next_offset
 
     def _apply_marker(self, header: BatchHeader, batch: memoryview) -> None:
-        from txn_log.record.batch_header import is_crc_valid
-        from txn_log.record.control import ControlType
-        from txn_log.storage.replay import read_control_record
-
         if not is_crc_valid(batch, header):
             raise CorruptRecordError(
                 f"{OFFSETS_PARTITION}: control batch at offset {header.base_offset} fails its "

@@ -1,12 +1,15 @@
-"""``Log``: a log directory, its topics and their partitions (DESIGN §2).
+"""``Log``: the engine's facade: one open log directory and everything that works on it.
 
-    <log dir>/txnlog.json            {"format_version": 1, "created_ms": ...}
-    <log dir>/topics/<topic>.json    {"name", "partitions", "config", "created_ms"}
-    <log dir>/<topic>-<partition>/   one PartitionLog each
+``Log`` only wires the engine's parts together (DESIGN §1): the ``LogManager`` (the directory,
+its topics and partitions, the clock and producer ids), the group offset store over it, the
+transaction coordinator over both, and producers and consumers over all three. None of them
+knows ``Log``; they take the parts they use, so imports point one way, from here down.
 
-Topic metadata is written atomically (temp file, fsync, rename, directory fsync) under the log's
-own lock; every process re-reads it when it meets a topic or partition it does not know yet, so
-topics and partitions created by other processes are picked up without restarting.
+    Log.open(path) → LogManager.open(path)          storage: topics, partitions, housekeeping
+                     GroupOffsetStore(manager)      __consumer_offsets
+                     TransactionCoordinator(manager, group offsets)
+    log.producer() → Producer(manager, coordinator, group offsets)
+    log.consumer() → Consumer(manager, coordinator)
 
 A writable ``Log`` runs housekeeping (retention, producer-id expiration) for the partitions it
 has open, periodically and on demand (``housekeeping``).
@@ -14,80 +17,41 @@ has open, periodically and on demand (``housekeeping``).
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import shutil
-import threading
-import weakref
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from txn_log.clock import SYSTEM_CLOCK, Clock
-from txn_log.errors import (
-    ConfigError,
-    InvalidPartitionsError,
-    InvalidTopicError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-)
-from txn_log.file_lock import FileLock
-from txn_log.housekeeping import (
-    DEFAULT_HOUSEKEEPING_INTERVAL_MS,
-    Housekeeper,
-    HousekeepingPass,
-    validate_interval,
-)
-from txn_log.producer_id_manager import ProducerIdManager
-from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
-from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
-from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
-from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
-from txn_log.topic_config import (
-    INTERNAL_TOPICS,
-    TopicConfig,
-    validate_topic_name,
-)
+from txn_log.consumer import Consumer
+from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
+from txn_log.group_offsets import GroupOffsetStore, OffsetAndMetadata
+from txn_log.housekeeping import DEFAULT_HOUSEKEEPING_INTERVAL_MS, HousekeepingPass
+from txn_log.log_manager import FORMAT_FILE as FORMAT_FILE
+from txn_log.log_manager import FORMAT_VERSION as FORMAT_VERSION
+from txn_log.log_manager import MAX_PARTITIONS as MAX_PARTITIONS
+from txn_log.log_manager import TOPICS_DIR as TOPICS_DIR
+from txn_log.log_manager import LogManager
+from txn_log.log_manager import write_json_atomically as write_json_atomically
+from txn_log.producer import Producer
+from txn_log.read_committed import IsolationLevel
+from txn_log.storage.partition_log import PartitionLog
+from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-    from txn_log.consumer import Consumer
-    from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
-    from txn_log.group_offsets import GroupOffsetStore, OffsetAndMetadata
-    from txn_log.producer import Producer
-    from txn_log.read_committed import IsolationLevel
-
-FORMAT_FILE = "txnlog.json"
-FORMAT_VERSION = 1
-TOPICS_DIR = "topics"
-MAX_PARTITIONS = 10_000
-
-
-def write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
-    """Replace ``path`` with ``document`` so that readers see the old or the new file, whole,
-    and a machine crash does not undo it (``durable_file``). Raises StorageError."""
-    write_durably(path, json.dumps(document, sort_keys=True, indent=1).encode())
 
 
 class Log:
     """An open log directory. Safe to share between threads; any number of processes may open
     the same directory at once."""
 
-    def __init__(self, path: Path, clock: Clock, read_only: bool = False) -> None:
-        self.path = path
-        self.clock = clock
-        self.read_only = read_only
-        self._lock = FileLock(path / ".lock")
-        self._mutex = threading.RLock()
-        self._topics: dict[str, dict[str, Any]] = {}
-        self._partitions: dict[TopicPartition, PartitionLog] = {}
-        self.producer_ids = ProducerIdManager(path)
-        self._coordinator: TransactionCoordinator | None = None
-        self._group_offsets: GroupOffsetStore | None = None
-        self._housekeeper: Housekeeper | None = None
+    def __init__(self, log_manager: LogManager) -> None:
+        self.log_manager = log_manager
+        self.path = log_manager.path
+        self.clock = log_manager.clock
+        self.read_only = log_manager.read_only
+        self.producer_ids = log_manager.producer_ids
+        self.group_offsets = GroupOffsetStore(log_manager)
+        self.coordinator = TransactionCoordinator(log_manager, self.group_offsets)
+        """The transaction coordinator (every process is a peer, DESIGN §3)."""
 
     @classmethod
     def open(
@@ -105,84 +69,16 @@ class Log:
         and raises ConfigError unless ``path`` already is a log. A writable log runs a
         housekeeping pass every ``housekeeping_interval_ms`` (None: only ``run_housekeeping``).
         """
-        interval_ms = validate_interval(housekeeping_interval_ms)
-        root = Path(path)
-        if read_only:
-            return cls._open_read_only(root, clock)
-        if root.exists() and not root.is_dir():
-            raise ConfigError(f"log path {str(root)!r} is a file, not a txnlog directory")
-        make_directory(root)  # durably: acknowledged topics and data live in it
-        format_file = root / FORMAT_FILE
-        if not format_file.exists():
-            visible = [p.name for p in root.iterdir() if not p.name.startswith(".")]
-            if visible:
-                raise ConfigError(
-                    f"path {str(root)!r} is not a txnlog directory (no {FORMAT_FILE}) and is not "
-                    f"empty: it holds {', '.join(sorted(visible)[:5])}; point at a log directory "
-                    "or at an empty or missing one to create a new log"
-                )
-            make_directory(root / TOPICS_DIR)
-            log = cls(root, clock)
-            with log._lock:
-                if not format_file.exists():
-                    for internal in sorted(INTERNAL_TOPICS):
-                        if not log._meta_path(internal).exists():
-                            log.create_topic(internal, internal=True)
-                    write_json_atomically(
-                        format_file,
-                        {
-                            "format_version": FORMAT_VERSION,
-                            "created_ms": clock.time_ms(),
-                            "topic_ids": True,
-                        },
-                    )
-            return log._start_housekeeping(interval_ms)
-        document = json.loads(format_file.read_text())
-        if document.get("format_version") != FORMAT_VERSION:
-            raise ConfigError(
-                f"{format_file}: format_version {document.get('format_version')!r} is not "
-                f"supported; this build reads version {FORMAT_VERSION}"
+        return cls(
+            LogManager.open(
+                path,
+                clock=clock,
+                read_only=read_only,
+                housekeeping_interval_ms=housekeeping_interval_ms,
             )
-        log = cls(root, clock)
-        if not document.get("topic_ids"):
-            log._stamp_topic_ids()
-        return log._start_housekeeping(interval_ms)
+        )
 
-    def _stamp_topic_ids(self) -> None:
-        """Give every topic of a log written before topic ids its id and its partitions their
-        ``partition.metadata`` (once, under the log lock; the format file records it)."""
-        format_file = self.path / FORMAT_FILE
-        with self._lock:
-            document = json.loads(format_file.read_text())
-            if document.get("topic_ids"):
-                return
-            for name in self.topics(include_internal=True):
-                meta = json.loads(self._meta_path(name).read_text())
-                topic_id = meta.get("topic_id") or new_topic_id()
-                for partition in range(meta["partitions"]):
-                    directory = self.path / TopicPartition(name, partition).directory_name
-                    if directory.is_dir() and not (directory / PARTITION_METADATA_FILE).exists():
-                        write_partition_metadata(directory, topic_id)
-                if meta.get("topic_id") != topic_id:
-                    write_json_atomically(self._meta_path(name), {**meta, "topic_id": topic_id})
-            write_json_atomically(format_file, {**document, "topic_ids": True})
-
-    @classmethod
-    def _open_read_only(cls, root: Path, clock: Clock) -> Log:
-        if not (root / FORMAT_FILE).is_file():
-            parent = root.parent if root.parent.is_dir() else None
-            logs = sorted(
-                p.name for p in (parent.iterdir() if parent else ()) if (p / FORMAT_FILE).is_file()
-            )
-            raise ConfigError(
-                f"no txnlog directory at {str(root)!r}"
-                + (f" (logs in {str(parent)!r}: {', '.join(logs)})" if logs else "")
-                + f"; create one with `txnlog init {shlex.quote(str(root))}`, or with a topic: "
-                f"`txnlog topics create {shlex.quote(str(root))} <topic>`"
-            )
-        return cls(root, clock, read_only=True)
-
-    # --- topics ----------------------------------------------------------------------------------
+    # --- topics and partitions (the LogManager's) ------------------------------------------------
 
     def create_topic(
         self,
@@ -193,191 +89,35 @@ class Log:
         internal: bool = False,
     ) -> None:
         """Create a topic; everything is validated before anything is written."""
-        validate_topic_name(name)
-        self._check_writable(f"create_topic({name!r})")
-        if name in INTERNAL_TOPICS and not internal:
-            raise InvalidTopicError(f"topic name {name!r} is reserved for txnlog's internal use")
-        self._validate_partition_count(name, partitions)
-        topic_config = TopicConfig.from_mapping(config)
-        with self._lock:
-            meta_path = self._meta_path(name)
-            if meta_path.exists():
-                raise TopicAlreadyExistsError(f"topic {name!r} already exists in {self.path}")
-            topic_id = new_topic_id()
-            for partition in range(partitions):
-                self._make_partition_directory(TopicPartition(name, partition), topic_id)
-            document = {
-                "name": name,
-                "topic_id": topic_id,
-                "partitions": partitions,
-                "config": topic_config.to_mapping(),
-                "created_ms": self.clock.time_ms(),
-            }
-            write_json_atomically(meta_path, document)
-            with self._mutex:
-                self._topics[name] = document
-        for partition in range(partitions):  # every partition starts with its first segment
-            self.partition_log(TopicPartition(name, partition))
-
-    def _make_partition_directory(self, tp: TopicPartition, topic_id: str) -> None:
-        """An empty partition directory stamped with its topic id; the caller holds the log
-        lock. Leftovers of a deletion or creation that a crash interrupted are removed first:
-        a new topic never inherits an old one's segments."""
-        directory = self.path / tp.directory_name
-        if directory.exists():
-            shutil.rmtree(directory)
-        make_directory(directory)  # durable before the topic file names it
-        write_partition_metadata(directory, topic_id)
+        self.log_manager.create_topic(name, partitions, config, internal=internal)
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks)."""
-        self._validate_partition_count(name, total)
-        with self._lock:
-            document = dict(self._read_topic(name, refresh=True))
-            if total <= document["partitions"]:
-                raise InvalidPartitionsError(
-                    f"topic {name!r} has {document['partitions']} partitions; the new count "
-                    f"must be larger, got {total}"
-                )
-            for partition in range(document["partitions"], total):
-                tp = TopicPartition(name, partition)
-                self._make_partition_directory(tp, document["topic_id"])
-            document["partitions"] = total
-            write_json_atomically(self._meta_path(name), document)
-            with self._mutex:
-                self._topics[name] = document
+        self.log_manager.create_partitions(name, total)
 
     def delete_topic(self, name: str) -> int:
         """Delete a topic and all its data; returns the number of partitions removed.
 
-        The metadata file goes first, so no process finds the topic while its partitions are
-        being removed. Each partition is then removed under its own lock, its
-        ``partition.metadata`` first: a writer in another process that still has the partition
-        open either appended before (its data is deleted with the topic) or finds the identity
-        gone and writes nothing (UnknownTopicIdError) — never an acknowledged write into a
-        deleted file. Internal topics cannot be deleted, nor a topic an open transaction has
-        written to (ConcurrentTransactionsError): the coordinator is held meanwhile, so none
-        can start writing to it either. Cached partitions are dropped, not closed: a reader
-        thread may still be reading their files (descriptors close when it lets go).
+        Internal topics cannot be deleted, nor a topic an open transaction has written to
+        (ConcurrentTransactionsError): the coordinator is held meanwhile, so none can start
+        writing to it either (``LogManager.delete_topic``).
         """
-        self._check_writable(f"delete_topic({name!r})")
-        if name in INTERNAL_TOPICS:
-            raise InvalidTopicError(f"topic {name!r} is internal to txnlog and cannot be deleted")
-        self._read_topic(name, refresh=True)  # unknown topic: that error, before the guard's
-        with self.coordinator.topic_deletion_guard(name), self._lock:
-            count = int(self._read_topic(name, refresh=True)["partitions"])
-            self._meta_path(name).unlink()
-            fsync_directory(self.path / TOPICS_DIR)
-            with self._mutex:
-                self._topics.pop(name, None)
-            for partition in range(count):
-                tp = TopicPartition(name, partition)
-                self._delete_partition_directory(self.path / tp.directory_name)
-                with self._mutex:
-                    self._partitions.pop(tp, None)
-            return count
-
-    @staticmethod
-    def _delete_partition_directory(directory: Path) -> None:
-        """Remove one partition directory under the partition's lock (see ``delete_topic``)."""
-        if not directory.is_dir():
-            return
-        lock = FileLock(directory / LOCK_FILE)
-        try:
-            with lock:
-                (directory / PARTITION_METADATA_FILE).unlink(missing_ok=True)
-                fsync_directory(directory)
-                shutil.rmtree(directory, ignore_errors=True)
-        finally:
-            lock.close()
-
-    def _check_writable(self, operation: str) -> None:
-        if self.read_only:
-            raise ConfigError(f"{operation} on a log opened read-only (for inspection)")
-
-    @staticmethod
-    def _validate_partition_count(name: str, partitions: int) -> None:
-        if (
-            not isinstance(partitions, int)
-            or isinstance(partitions, bool)
-            or not 1 <= partitions <= MAX_PARTITIONS
-        ):
-            raise InvalidPartitionsError(
-                f"topic {name!r}: partitions must be an integer from 1 to {MAX_PARTITIONS}, "
-                f"got {partitions!r}"
-            )
+        return self.log_manager.delete_topic(name, self.coordinator.topic_deletion_guard)
 
     def topics(self, *, include_internal: bool = False) -> list[str]:
         """Every topic, sorted by name."""
-        names = sorted(p.stem for p in (self.path / TOPICS_DIR).glob("*.json"))
-        return [n for n in names if include_internal or n not in INTERNAL_TOPICS]
+        return self.log_manager.topics(include_internal=include_internal)
 
     def partitions(self, topic: str) -> list[TopicPartition]:
         """The topic's partitions, in order (re-read, so partitions added elsewhere appear)."""
-        count = self._read_topic(topic, refresh=True)["partitions"]
-        return [TopicPartition(topic, p) for p in range(count)]
+        return self.log_manager.partitions(topic)
 
     def topic_config(self, topic: str) -> TopicConfig:
-        return TopicConfig.from_mapping(self._read_topic(topic)["config"])
-
-    def _meta_path(self, topic: str) -> Path:
-        return self.path / TOPICS_DIR / f"{validate_topic_name(topic)}.json"
-
-    def _read_topic(self, topic: str, *, refresh: bool = False) -> dict[str, Any]:
-        with self._mutex:
-            if refresh or topic not in self._topics:
-                try:
-                    self._topics[topic] = json.loads(self._meta_path(topic).read_text())
-                except FileNotFoundError:
-                    existing = self.topics()
-                    raise UnknownTopicOrPartitionError(
-                        f"topic {topic!r} does not exist in {self.path}; existing topics: "
-                        f"{', '.join(existing) if existing else '(none)'}"
-                    ) from None
-            return self._topics[topic]
-
-    # --- partitions ------------------------------------------------------------------------------
+        return self.log_manager.topic_config(topic)
 
     def partition_log(self, topic_partition: TopicPartition) -> PartitionLog:
-        """The (cached) PartitionLog of an existing partition.
-
-        A cached partition whose topic was deleted, or deleted and re-created, since it was
-        opened is dropped (one ``stat``): the answer is always the partition of the topic
-        that exists now, or UnknownTopicOrPartitionError.
-        """
-        with self._mutex:
-            cached = self._partitions.get(topic_partition)
-            if cached is not None:
-                if cached.is_current():
-                    return cached
-                del self._partitions[topic_partition]  # not closed: readers may hold it
-                self._read_topic(topic_partition.topic, refresh=True)
-            count = self._read_topic(topic_partition.topic)["partitions"]
-            if topic_partition.partition >= count:
-                count = self._read_topic(topic_partition.topic, refresh=True)["partitions"]
-            if topic_partition.partition >= count:
-                raise UnknownTopicOrPartitionError(
-                    f"partition {topic_partition.partition} of topic {topic_partition.topic!r} "
-                    f"does not exist; valid partitions are 0..{count - 1}"
-                )
-            config = self.topic_config(topic_partition.topic)
-        # opened outside the mutex: other threads' partitions are not held up by its I/O
-        directory = self.path / topic_partition.directory_name
-        if self.read_only:
-            opened = PartitionLog.open_read_only(
-                directory, topic_partition, config, clock=self.clock
-            )
-        else:
-            opened = PartitionLog.open(
-                directory, topic_partition, config, clock=self.clock, create=False
-            )
-        with self._mutex:
-            raced = self._partitions.get(topic_partition)
-            if raced is not None and raced.is_current():
-                opened.close()  # another thread opened it meanwhile; nobody has seen ours
-                return raced
-            self._partitions[topic_partition] = opened
-            return opened
+        """The (cached) PartitionLog of an existing partition (``LogManager.partition_log``)."""
+        return self.log_manager.partition_log(topic_partition)
 
     # --- clients ---------------------------------------------------------------------------------
 
@@ -388,34 +128,18 @@ class Log:
         **config: Any,
     ) -> Producer:
         """An idempotent producer, or a transactional one with ``transactional_id``."""
-        from txn_log.producer import Producer
-
-        return Producer(self, transactional_id, transaction_timeout_ms, **config)
+        return Producer(
+            self.log_manager,
+            self.coordinator,
+            self.group_offsets,
+            transactional_id,
+            transaction_timeout_ms,
+            **config,
+        )
 
     def consumer(self, isolation_level: str | IsolationLevel = "read_committed") -> Consumer:
         """A reader at ``isolation_level`` (read_committed by default, as librdkafka)."""
-        from txn_log.consumer import Consumer
-
-        return Consumer(self, isolation_level)
-
-    @property
-    def coordinator(self) -> TransactionCoordinator:
-        """The transaction coordinator (every process is a peer, DESIGN §3)."""
-        with self._mutex:
-            if self._coordinator is None:
-                from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
-
-                self._coordinator = TransactionCoordinator(self)
-            return self._coordinator
-
-    @property
-    def group_offsets(self) -> GroupOffsetStore:
-        with self._mutex:
-            if self._group_offsets is None:
-                from txn_log.group_offsets import GroupOffsetStore
-
-                self._group_offsets = GroupOffsetStore(self)
-            return self._group_offsets
+        return Consumer(self.log_manager, self.coordinator, isolation_level)
 
     def committed(
         self, group_id: str, partitions: Iterable[TopicPartition]
@@ -424,25 +148,7 @@ class Log:
         self.coordinator.maybe_abort_timed_out()
         return self.group_offsets.committed(group_id, partitions)
 
-    # --- housekeeping ----------------------------------------------------------------------------
-
-    def _start_housekeeping(self, interval_ms: int | None) -> Log:
-        self._housekeeper = Housekeeper(self.path, self.clock, self._open_partitions(), interval_ms)
-        return self
-
-    def _open_partitions(self) -> Callable[[], list[tuple[TopicPartition, PartitionLog]]]:
-        """The partitions this log has open, as the housekeeper asks for them: by a weak
-        reference, so that a log dropped without ``close()`` can still be collected."""
-        log = weakref.ref(self)
-
-        def partitions() -> list[tuple[TopicPartition, PartitionLog]]:
-            target = log()
-            if target is None:
-                return []
-            with target._mutex:
-                return list(target._partitions.items())
-
-        return partitions
+    # --- housekeeping and closing ----------------------------------------------------------------
 
     def run_housekeeping(self) -> HousekeepingPass:
         """Run one housekeeping pass now over the partitions this log has open: retention
@@ -451,25 +157,12 @@ class Log:
         Never waits for a writer: skipped (``ran`` False) while another process runs a pass;
         partitions a writer holds are listed in ``busy``. ConfigError on a read-only log.
         """
-        self._check_writable("run_housekeeping")
-        with self._mutex:
-            if self._housekeeper is None:
-                self._housekeeper = Housekeeper(
-                    self.path, self.clock, self._open_partitions(), None
-                )
-            housekeeper = self._housekeeper
-        return housekeeper.run_once()
+        return self.log_manager.run_housekeeping()
 
     def close(self) -> None:
-        if self._housekeeper is not None:
-            self._housekeeper.stop()  # first: a pass in progress uses the partitions
-        with self._mutex:
-            for log in self._partitions.values():
-                log.close()
-            self._partitions.clear()
-            self._lock.close()
-            if self._coordinator is not None:
-                self._coordinator.close()
+        """Stop housekeeping, close the partitions, then release the coordinator's lock."""
+        self.log_manager.close()
+        self.coordinator.close()
 
     def __enter__(self) -> Log:
         return self

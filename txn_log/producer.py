@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.errors import (
     ConfigError,
     FatalError,
@@ -43,10 +44,12 @@ from txn_log.errors import (
 )
 from txn_log.group_offsets import (
     OFFSETS_PARTITION,
+    GroupOffsetStore,
     OffsetAndMetadata,
     normalize_offsets,
     validate_group_id,
 )
+from txn_log.log_manager import LogManager
 from txn_log.partitioner import partition_for_key
 from txn_log.producer_record import (
     BytesLike,
@@ -72,7 +75,6 @@ from txn_log.topic_partition import TopicPartition
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from txn_log.log import Log
     from txn_log.storage.partition_log import PartitionLog
 
 _P = ParamSpec("_P")
@@ -107,11 +109,15 @@ class _TopicMetadata:
 
 
 class Producer:
-    """Sends records to a log, idempotently, optionally in transactions."""
+    """Sends records to a log, idempotently, optionally in transactions: to the partitions of
+    ``log_manager``, registering them with ``coordinator``, transactional offsets through
+    ``group_offsets``."""
 
     def __init__(
         self,
-        log: Log,
+        log_manager: LogManager,
+        coordinator: TransactionCoordinator,
+        group_offsets: GroupOffsetStore,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
         *,
@@ -128,7 +134,9 @@ class Producer:
             )
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch.size must be a positive integer, got {batch_size!r}")
-        self._log = log
+        self._log = log_manager
+        self._coordinator = coordinator
+        self._group_offsets = group_offsets
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.compression = (
@@ -162,7 +170,7 @@ class Producer:
         self._call(self._init_producer_id)
 
     def _init_producer_id(self) -> None:
-        self.producer_id, self.producer_epoch = self._log.coordinator.init_producer_id(
+        self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(
             self.transactional_id, self.transaction_timeout_ms
         )
         self._sequences.clear()
@@ -193,7 +201,7 @@ class Producer:
 
     def _end_txn(self, commit: bool) -> None:
         if self._txn_partitions:
-            self._log.coordinator.end_txn(
+            self._coordinator.end_txn(
                 self._transactional_id(), self.producer_id, self.producer_epoch, commit
             )
         self._state = _State.READY
@@ -320,7 +328,7 @@ class Producer:
         new = sorted(set(partitions) - self._txn_partitions)
         if not new:
             return
-        self._log.coordinator.add_partitions(
+        self._coordinator.add_partitions(
             self._transactional_id(), self.producer_id, self.producer_epoch, new
         )
         if not self._txn_partitions:
@@ -333,7 +341,7 @@ class Producer:
         if self._txn_started_ms < 0:
             return
         if self._log.clock.time_ms() - self._txn_started_ms > self.transaction_timeout_ms:
-            self._log.coordinator.check_producer(
+            self._coordinator.check_producer(
                 self._transactional_id(), self.producer_id, self.producer_epoch
             )
 
@@ -372,7 +380,7 @@ class Producer:
             self._buffers.pop(tp, None)
             return []
         if self.producer_id < 0:
-            self.producer_id, self.producer_epoch = self._log.coordinator.init_producer_id(None, 0)
+            self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(None, 0)
         if self.transactional_id is not None:
             self._register_partitions(t for t, b in self._buffers.items() if b.records)
         plog = self._partition_log_for_drain(tp, buffer)
@@ -449,13 +457,13 @@ class Producer:
     ) -> None:
         self._check_transaction_timeout()
         if OFFSETS_PARTITION not in self._txn_partitions:
-            self._log.coordinator.add_offsets(
+            self._coordinator.add_offsets(
                 self._transactional_id(), self.producer_id, self.producer_epoch, group_id
             )
             if not self._txn_partitions:
                 self._txn_started_ms = self._log.clock.time_ms()
             self._txn_partitions.add(OFFSETS_PARTITION)
-        batch = self._log.group_offsets.encode_batch(
+        batch = self._group_offsets.encode_batch(
             group_id,
             offsets,
             producer_id=self.producer_id,

@@ -26,7 +26,6 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from txn_log.coordinator import atomic_commit
 from txn_log.coordinator.atomic_commit import TxnIdentity
@@ -58,18 +57,17 @@ from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.group_offsets import (
     OFFSETS_PARTITION,
+    GroupOffsetStore,
     OffsetAndMetadata,
     normalize_offsets,
     validate_group_id,
 )
+from txn_log.log_manager import LogManager
 from txn_log.record.control import ControlType
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_config import TRANSACTION_STATE_TOPIC, check_client_append
 from txn_log.topic_partition import TopicPartition
-
-if TYPE_CHECKING:
-    from txn_log.log import Log
 
 logger = logging.getLogger(__name__)
 
@@ -79,20 +77,26 @@ EXPIRATION_CHECK_INTERVAL_MS = 50
 
 
 class TransactionCoordinator:
-    """Coordinator operations on one log. Thread-safe; any number of processes at once."""
+    """Coordinator operations on one log. Thread-safe; any number of processes at once.
+
+    It reads and writes partitions through ``log_manager`` and commits an atomic commit's group
+    offsets through ``group_offsets`` (DESIGN §1: it knows neither ``Log`` nor the clients).
+    """
 
     def __init__(
         self,
-        log: Log,
+        log_manager: LogManager,
+        group_offsets: GroupOffsetStore,
         *,
         max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
         transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     ) -> None:
-        self._log = log
-        self._clock = log.clock
+        self._log = log_manager
+        self._group_offsets = group_offsets
+        self._clock = log_manager.clock
         self.max_timeout_ms = max_timeout_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
-        self._lock = FileLock(log.path / "coordinator.lock")
+        self._lock = FileLock(log_manager.path / "coordinator.lock")
         self._mutex = threading.RLock()
         self._state = CoordinatorState()
         self._applied = 0  # state-log offset applied so far (exclusive)
@@ -420,7 +424,7 @@ class TransactionCoordinator:
                 self._complete(metadata, wait=wait)
         if entry.group_id is not None and entry.offsets:
             offsets = {TopicPartition(t, p): OffsetAndMetadata(o) for t, p, o in entry.offsets}
-            self._log.group_offsets.commit(entry.group_id, offsets)
+            self._group_offsets.commit(entry.group_id, offsets)
         crash_point("batch.before_complete")
         done = atomic_commit.completed(entry, self._clock.time_ms())
         self._write([done], sync=False)  # as for COMPLETE_*: redone if lost (C-19)
