@@ -24,7 +24,7 @@ from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from txn_log.storage.partition_log import PartitionLog
+    from txn_log.storage.partition_reader import PartitionReader
     from txn_log.storage.txn_index import AbortedTxn
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
@@ -83,7 +83,7 @@ class Consumer:
         torn tail is open at the coordinator alone, and its ABORT marker must land before the
         end is read, not after a reader planned up to it.
         """
-        plog = self._log.partition_log(topic_partition)
+        plog = self._log.partition_reader(topic_partition)
         if self.isolation_level is IsolationLevel.READ_COMMITTED:
             self._coordinator.maybe_abort_timed_out()
             return plog.last_stable_offset
@@ -91,14 +91,14 @@ class Consumer:
 
     def start_offset(self, topic_partition: TopicPartition) -> int:
         """First offset still in the log (inclusive)."""
-        return self._log.partition_log(topic_partition).log_start_offset
+        return self._log.partition_reader(topic_partition).log_start_offset
 
     def offset_for_timestamp(
         self, topic_partition: TopicPartition, timestamp_ms: int
     ) -> int | None:
         """First offset with a record timestamp ≥ ``timestamp_ms`` (KIP-32), capped at the end
         a read can reach (T-17); None when every record is older."""
-        offset = self._log.partition_log(topic_partition).offset_for_timestamp(timestamp_ms)
+        offset = self._log.partition_reader(topic_partition).offset_for_timestamp(timestamp_ms)
         if offset is None:
             return None
         return min(offset, self.end_offset(topic_partition))
@@ -172,8 +172,8 @@ class Consumer:
 
     def _plan(
         self, topic_partition: TopicPartition, start_offset: int, end_offset: int | None
-    ) -> tuple[PartitionLog, int, int]:
-        plog = self._log.partition_log(topic_partition)
+    ) -> tuple[PartitionReader, int, int]:
+        plog = self._log.partition_reader(topic_partition)
         readable_end = self.end_offset(topic_partition)
         plog.check_offset(start_offset)
         end = readable_end if end_offset is None else min(end_offset, readable_end)
@@ -190,7 +190,7 @@ def _check_max_records(max_records: object) -> None:
 
 
 def iter_deliverable_batches(
-    plog: PartitionLog,
+    plog: PartitionReader,
     start: int,
     end: int,
     aborted_txns: Iterable[AbortedTxn],

@@ -285,7 +285,7 @@ class GroupOffsetStore:
         A batch is decoded whole before any of it is applied, and ``_applied`` moves past it
         only then, so a corrupt batch raises and leaves the cache as it was before that batch.
         """
-        plog = self._log.partition_log(OFFSETS_PARTITION)
+        plog = self._log.partition_reader(OFFSETS_PARTITION)
         end = plog.log_end_offset
         start = max(self._applied, plog.log_start_offset)  # retention may have removed a prefix
         if end <= start:

@@ -35,6 +35,7 @@ from txn_log.log_manager import write_json_atomically as write_json_atomically
 from txn_log.producer import Producer
 from txn_log.read_committed import IsolationLevel
 from txn_log.storage.partition_log import PartitionLog
+from txn_log.storage.partition_reader import PartitionReader
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
@@ -118,6 +119,10 @@ class Log:
     def partition_log(self, topic_partition: TopicPartition) -> PartitionLog:
         """The (cached) PartitionLog of an existing partition (``LogManager.partition_log``)."""
         return self.log_manager.partition_log(topic_partition)
+
+    def partition_reader(self, topic_partition: TopicPartition) -> PartitionReader:
+        """The (cached) partition, to read it (``LogManager.partition_reader``)."""
+        return self.log_manager.partition_reader(topic_partition)
 
     # --- clients ---------------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from txn_log.storage.durable_file import fsync_directory, make_directory, write_
 from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
+from txn_log.storage.partition_reader import PartitionReader, open_partition_reader
 from txn_log.topic_config import (
     INTERNAL_TOPICS,
     TopicConfig,
@@ -81,7 +82,7 @@ class LogManager:
         self._lock = FileLock(path / ".lock")
         self._mutex = threading.RLock()
         self._topics: dict[str, dict[str, Any]] = {}
-        self._partitions: dict[TopicPartition, PartitionLog] = {}
+        self._partitions: dict[TopicPartition, PartitionReader] = {}  # writers unless read_only
         self.producer_ids = ProducerIdManager(path)
         self._housekeeper: Housekeeper | None = None
 
@@ -341,7 +342,20 @@ class LogManager:
     # --- partitions ------------------------------------------------------------------------------
 
     def partition_log(self, topic_partition: TopicPartition) -> PartitionLog:
-        """The (cached) PartitionLog of an existing partition.
+        """The (cached) PartitionLog of an existing partition, to write it (and read it).
+
+        ConfigError on a log opened read-only, whose partitions are readers only
+        (``partition_reader``). Otherwise as ``partition_reader``.
+        """
+        self._check_writable(f"partition_log({topic_partition}) (read with partition_reader)")
+        partition = self.partition_reader(topic_partition)
+        if not isinstance(partition, PartitionLog):  # a writable log opens writers only
+            raise ConfigError(f"{topic_partition}: opened read-only, cannot be written")
+        return partition
+
+    def partition_reader(self, topic_partition: TopicPartition) -> PartitionReader:
+        """The (cached) partition of an existing partition, to read it: the PartitionLog on a
+        writable log, a lock-free PartitionReader with producer state on a read-only one.
 
         A cached partition whose topic was deleted, or deleted and re-created, since it was
         opened is dropped (one ``stat``): the answer is always the partition of the topic
@@ -365,9 +379,10 @@ class LogManager:
             config = self.topic_config(topic_partition.topic)
         # opened outside the mutex: other threads' partitions are not held up by its I/O
         directory = self.path / topic_partition.directory_name
+        opened: PartitionReader
         if self.read_only:
-            opened = PartitionLog.open_read_only(
-                directory, topic_partition, config, clock=self.clock
+            opened = open_partition_reader(
+                directory, topic_partition, config, clock=self.clock, with_producer_state=True
             )
         else:
             opened = PartitionLog.open(
@@ -397,7 +412,11 @@ class LogManager:
             if target is None:
                 return []
             with target._mutex:
-                return list(target._partitions.items())
+                return [
+                    (tp, partition)
+                    for tp, partition in target._partitions.items()
+                    if isinstance(partition, PartitionLog)  # all of them: a writable log
+                ]
 
         return partitions
 

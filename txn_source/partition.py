@@ -5,7 +5,7 @@ The driver planned everything an executor needs (DESIGN §6): the range ``[start
 read_committed ``end`` ≤ the LSO when planned) and the aborted transactions overlapping it, so
 the executor reads segment files directly, drops control batches and the batches of those
 transactions, and never scans for markers or consults producer state. The partition is opened
-with ``PartitionLog.open_for_reading``: no lock, no recovery, O(segments) to open.
+with ``open_partition_reader``: no lock, no recovery, O(segments) to open.
 
 Memory stays bounded by one output batch (``MAX_ROWS_PER_BATCH`` rows) plus one decoded log
 batch, whatever the size of the range. Reading the same partition twice yields the same rows:
@@ -24,7 +24,7 @@ from pyspark.sql.datasource import InputPartition
 from offsets.offset_range import OffsetRange
 from txn_log.consumer import ReadStats, iter_deliverable_batches
 from txn_log.errors import UnknownTopicOrPartitionError
-from txn_log.storage.partition_log import PartitionLog
+from txn_log.storage.partition_reader import PartitionReader, open_partition_reader
 from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
@@ -92,12 +92,12 @@ def _read(p: TxnLogInputPartition) -> Iterator[Any]:
         plog.close()
 
 
-def _open(p: TxnLogInputPartition) -> PartitionLog | None:
+def _open(p: TxnLogInputPartition) -> PartitionReader | None:
     """The partition, opened to read only; None (after reporting data loss) when it is gone."""
     directory = Path(p.path) / p.topic_partition.directory_name
     config = TopicConfig()  # reading needs no topic config: segment files describe themselves
     try:
-        plog = PartitionLog.open_for_reading(directory, p.topic_partition, config)
+        plog = open_partition_reader(directory, p.topic_partition, config)
     except UnknownTopicOrPartitionError:
         report_partition_gone(p.fail_on_data_loss, p.topic_partition, p.start, p.end)
         return None
@@ -115,7 +115,7 @@ def _open(p: TxnLogInputPartition) -> PartitionLog | None:
     return plog
 
 
-def _readable_range(p: TxnLogInputPartition, plog: PartitionLog) -> tuple[int, int]:
+def _readable_range(p: TxnLogInputPartition, plog: PartitionReader) -> tuple[int, int]:
     """The planned range, less what retention deleted since planning (data loss)."""
     kept = readable_range(
         p.offset_range,

@@ -163,3 +163,25 @@ def test_markers_for_a_topic_gone_behind_the_coordinators_back_are_skipped(
     consumer = fresh.consumer()
     other = TopicPartition("other", 0)
     assert consumer.end_offset(other) == 2 and list(consumer.read(other, 0)) == []
+
+
+def test_a_read_only_log_hands_out_partition_readers_that_never_write(tmp_path: Path) -> None:
+    """DESIGN §3: inspection reads a partition lock-free, with producer state for the LSO; a
+    writer of it is refused (ConfigError) and nothing is created or changed."""
+    log = Log.open(tmp_path, housekeeping_interval_ms=None)
+    log.create_topic("orders")
+    tp = TopicPartition("orders", 0)
+    open_transaction(log, "t", [("orders", 0, b"open")])  # pins the LSO at 0
+    writer = log.partition_log(tp)
+    end = writer.log_end_offset
+    before = tree(tmp_path)
+    with Log.open(tmp_path, read_only=True) as inspector:
+        reader = inspector.partition_reader(tp)
+        assert not hasattr(reader, "append")
+        assert (reader.log_end_offset, reader.last_stable_offset) == (end, 0) != (end, end)
+        assert inspector.partition_reader(tp) is reader  # cached, as writers are
+        with pytest.raises(ConfigError, match="read-only"):
+            inspector.partition_log(tp)
+    assert tree(tmp_path) == before
+    assert log.partition_reader(tp) is writer  # a writable log's partitions read as well
+    log.close()

@@ -111,7 +111,9 @@ def run_consume(args: argparse.Namespace) -> int:
     consumer = log.consumer(args.isolation_level)
     partitions = log.partitions(args.topic)
     if args.partition is not None:
-        partitions = [log.partition_log(TopicPartition(args.topic, args.partition)).topic_partition]
+        partitions = [
+            log.partition_reader(TopicPartition(args.topic, args.partition)).topic_partition
+        ]
     positions = {
         tp: consumer.start_offset(tp) if args.from_beginning else consumer.end_offset(tp)
         for tp in partitions

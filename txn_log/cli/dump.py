@@ -21,7 +21,7 @@ from txn_log.cli.common import (
 from txn_log.record.batch_header import BatchHeader, is_crc_valid
 from txn_log.record.codec import iter_records
 from txn_log.record.control import parse_control_record
-from txn_log.storage.partition_log import PartitionLog
+from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_snapshot import read_snapshot, snapshot_offset_of
 
 
@@ -86,7 +86,7 @@ def describe_records(header: BatchHeader, data: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def dump_batches(plog: PartitionLog, start: int, with_records: bool) -> list[dict[str, Any]]:
+def dump_batches(plog: PartitionReader, start: int, with_records: bool) -> list[dict[str, Any]]:
     progress = Progress("dump", plog.log_end_offset - start)
     batches = []
     for segment, position, header in plog.batch_locations(start):
@@ -101,7 +101,7 @@ def dump_batches(plog: PartitionLog, start: int, with_records: bool) -> list[dic
     return batches
 
 
-def dump_files(plog: PartitionLog, kind: str) -> list[dict[str, Any]]:
+def dump_files(plog: PartitionReader, kind: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if kind == "snapshot":
         for path in sorted(plog.directory.glob("*.snapshot")):
@@ -132,7 +132,7 @@ def dump_files(plog: PartitionLog, kind: str) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     log = open_log(args.path)
     tp = parse_topic_partition(log, args.topic_partition)
-    plog = log.partition_log(tp)
+    plog = log.partition_reader(tp)
     kind = next(
         (k for k in ("index", "timeindex", "txnindex", "snapshot") if getattr(args, k)), None
     )

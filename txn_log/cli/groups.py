@@ -44,7 +44,7 @@ def group_rows(log: Log, group: str, offsets: dict[Any, Any]) -> list[dict[str, 
     rows = []
     for tp, committed in sorted(offsets.items()):
         try:
-            lso = log.partition_log(tp).last_stable_offset
+            lso = log.partition_reader(tp).last_stable_offset
         except UnknownTopicOrPartitionError:
             lso = None  # the topic was deleted since
         rows.append(

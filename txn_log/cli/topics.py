@@ -116,7 +116,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def describe_partition(log: Log, tp: TopicPartition) -> dict[str, Any]:
-    plog = log.partition_log(tp)
+    plog = log.partition_reader(tp)
     directory = log.path / tp.directory_name
     size = sum(p.stat().st_size for p in directory.glob("*.log"))
     return {

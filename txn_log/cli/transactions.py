@@ -139,7 +139,7 @@ def orphan_transactions(log: Log) -> list[dict[str, Any]]:
     }
     rows = []
     for tp in all_partitions(log, log.topics(include_internal=True)):
-        for txn in log.partition_log(tp).producer_state.ongoing_transactions():
+        for txn in log.partition_reader(tp).producer_state.ongoing_transactions():
             if (txn.producer_id, (tp.topic, tp.partition)) not in owners:
                 rows.append(
                     {

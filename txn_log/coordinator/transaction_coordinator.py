@@ -128,7 +128,7 @@ class TransactionCoordinator:
     def _catch_up(self) -> None:
         from txn_log.record.codec import iter_records
 
-        plog = self._log.partition_log(STATE_PARTITION)
+        plog = self._log.partition_reader(STATE_PARTITION)
         for _, batch in plog.read(self._applied):
             for record in iter_records(batch):
                 if record.offset >= self._applied:

@@ -1,62 +1,46 @@
-"""How batches in the log change a partition's producer state (P-10, P-24, B-01).
+"""Replaying batches already in the log into a partition's producer state (P-20, P-24, B-01).
 
-The partition log calls these with its lock held (appends) or its mutex held (catching up with
-what other processes appended); they keep the producer-state rules out of the file handling.
+What a batch in the log does to producer state, without validation (origin REPLAY): the loader
+rebuilds the state from the newest snapshot plus the log after it (``replay_log``), and a
+partition reader applies what other processes appended since it last looked (``apply_at``).
+Appends validate a new batch before writing it (``PartitionLog``, with ``ProducerAppendInfo``);
+nothing here refuses a batch. Callers hold the partition reader's mutex (the state is not
+thread-safe).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from txn_log.errors import CorruptRecordError
 from txn_log.record.batch_header import HEADER_SIZE, BatchHeader
 from txn_log.record.control import ControlRecord, ControlType, parse_control_record
 from txn_log.record.varint import decode_varint, decode_varlong
-from txn_log.storage.producer_append_info import AppendOrigin, CompletedTxn, ProducerAppendInfo
+from txn_log.storage.log_segments import iter_headers
+from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.storage.producer_state import ProducerStateManager
+from txn_log.storage.segment import LogSegment
 
 
-def find_duplicate(state: ProducerStateManager, header: BatchHeader) -> tuple[int, int] | None:
-    """(first, last) offsets of the batch ``header`` retries, if it is one of the last five."""
-    if not header.has_producer_id:
-        return None
-    cached = state.find_duplicate_batch(header)
-    return None if cached is None else (cached.first_offset, cached.last_offset)
-
-
-def validate_data_batch(
+def replay_log(
     state: ProducerStateManager,
-    header: BatchHeader,
-    base_offset: int,
-    origin: AppendOrigin = AppendOrigin.CLIENT,
-) -> ProducerAppendInfo | None:
-    """The validated change a client batch makes (None without a producer id); raises on
-    a stale epoch, a sequence gap or a transaction-state error, changing nothing."""
-    if not header.has_producer_id:
-        return None
-    append_info = state.prepare_update(header.producer_id, origin)
-    append_info.append_data_batch(header, base_offset=base_offset)
-    return append_info
+    segments: Sequence[LogSegment],
+    start_offset: int,
+    end_offset: int,
+) -> None:
+    """Rebuild ``state`` from the log in [start_offset, end_offset) (P-24): headers only, plus
+    the bytes of control batches (markers); the state then ends at ``end_offset``."""
+    for segment, position, header in iter_headers(segments, start_offset, end_offset):
+        apply_at(state, segment, position, header)
+    state.update_map_end_offset(end_offset)
 
 
-def validate_marker(
-    state: ProducerStateManager,
-    control_type: ControlType,
-    *,
-    producer_id: int,
-    producer_epoch: int,
-    coordinator_epoch: int,
-    marker_offset: int,
-    timestamp_ms: int,
-) -> tuple[ProducerAppendInfo, CompletedTxn | None]:
-    """The validated change a COMMIT/ABORT marker makes (B-01 step 1, C-23)."""
-    append_info = state.prepare_update(producer_id, AppendOrigin.COORDINATOR)
-    completed = append_info.append_end_txn_marker(
-        control_type is ControlType.COMMIT,
-        producer_epoch,
-        coordinator_epoch,
-        marker_offset,
-        timestamp_ms,
-    )
-    return append_info, completed
+def apply_at(
+    state: ProducerStateManager, segment: LogSegment, position: int, header: BatchHeader
+) -> None:
+    """Apply the batch at ``position`` of ``segment`` (whose header was read there)."""
+    batch = segment.read_bytes(position, header.size_in_bytes) if header.is_control else b""
+    apply_batch(state, header, batch)
 
 
 def apply_batch(

@@ -15,7 +15,7 @@ Kafka's rules, applied by ``PartitionLog`` under the partition's lock:
 Deleting unlinks the files and closes nothing: readers take no lock, and a reader thread in the
 middle of a deleted segment reads on through its open descriptors (``owned_fd`` closes them
 when the last reference goes), as readers in other processes do. Functions here are stateless;
-the caller holds the partition's lock.
+the caller holds the partition's lock (``delete_old_segments`` is the whole round).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from txn_log.errors import StorageError
 from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import LOG_SUFFIX, SEGMENT_SUFFIXES, parse_offset_file_name
+from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.segment import LogSegment
 from txn_log.topic_config import INTERNAL_TOPICS, TopicConfig
 
@@ -35,6 +36,32 @@ _INDEX_SUFFIXES = frozenset(SEGMENT_SUFFIXES) - {LOG_SUFFIX}
 def applies_to(topic: str) -> bool:
     """Whether retention may delete segments of ``topic`` (never of an internal topic)."""
     return topic not in INTERNAL_TOPICS
+
+
+def delete_old_segments(
+    topic: str,
+    directory: Path,
+    segments: Sequence[LogSegment],
+    config: TopicConfig,
+    now_ms: int,
+    state: ProducerStateManager,
+) -> int:
+    """Delete the oldest of ``segments`` (oldest first, the last one active) while retention
+    applies at ``now_ms``; returns how many went (the caller drops them from its list).
+
+    Producer state is kept (Kafka since KIP-360): a snapshot at or after the new log start
+    makes sure a process that opens the partition later has it too, before any file goes.
+    """
+    count = deletable_segments(topic, segments, config, now_ms, state.first_unstable_offset())
+    log_start = segments[count].base_offset
+    if count:
+        latest = state.latest_snapshot_offset()
+        if latest is None or latest <= log_start:  # opening drops those at the log start
+            state.take_snapshot()
+        state.delete_snapshots_before(log_start)
+        unlink_segments(directory, segments[:count])
+    remove_orphan_indexes(directory, log_start)
+    return count
 
 
 def deletable_segments(

@@ -262,17 +262,34 @@ class LogSegment:
 
     # --- writing (under the partition lock) ------------------------------------------------
 
-    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
+    def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        header: BatchHeader,
+        *,
+        verify_crc: bool = True,
+    ) -> int:
         """Write one whole batch at the end and index it; returns its position.
 
         Catches up with the file first; bytes after the last valid batch (a writer that died
         mid-write) are truncated, unless a valid batch follows them (CorruptRecordError). The
-        batch must pass its CRC and match ``header``; its base offset must be ≥ ``next_offset``.
+        batch must match ``header`` and its length, and pass its CRC; its base offset must be
+        ≥ ``next_offset``. ``verify_crc=False`` skips only the CRC, for a caller that checked
+        or computed it over these very bytes (the partition log: once per append, F-26).
         """
         view = memoryview(batch)
         self.drop_torn_tail()
         generation, position = self._state()
-        if validate_batch(view, position) != header:
+        if verify_crc:
+            actual = validate_batch(view, position)
+        else:
+            actual = parse_header(view, 0)
+            if actual.size_in_bytes != len(view):
+                raise CorruptRecordError(
+                    f"batch appended to {self.log_path} at position {position} declares "
+                    f"{actual.size_in_bytes} bytes but {len(view)} were given"
+                )
+        if actual != header:
             raise CorruptRecordError(
                 f"the header given for the batch appended to {self.log_path} at position "
                 f"{position} does not match its bytes"

@@ -117,7 +117,7 @@ def test_background_housekeeping_of_a_writable_log_applies_retention_bytes(tmp_p
     assert sorted(p.suffix for p in directory.glob("0*.*index")) == [".index", ".timeindex"]
     log.close()
     with Log.open(log_dir, read_only=True) as reader:
-        assert reader.partition_log(TP).log_start_offset == start
+        assert reader.partition_reader(TP).log_start_offset == start
 
 
 def test_a_process_stopped_inside_a_pass_makes_the_others_skip_not_wait(tmp_path: Path) -> None:

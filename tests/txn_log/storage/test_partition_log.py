@@ -304,3 +304,47 @@ def test_markers_close_transactions_and_move_the_lso(tmp_path: Path) -> None:
     reopened = open_log(tmp_path)  # P-25: LSO and aborted index rebuilt after a restart
     assert reopened.last_stable_offset == 8
     assert reopened.collect_aborted_txns(0, 8) == txns
+
+
+@pytest.fixture
+def crc_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every CRC-32C computed from here on (``crc32c.crc32c``, which ``batch_header``
+    calls for every check and every stamp)."""
+    import crc32c
+
+    real = crc32c.crc32c
+    calls: list[int] = []
+
+    def counting(data: bytes | bytearray | memoryview, *args: int) -> int:
+        calls.append(len(data))
+        return int(real(data, *args))
+
+    monkeypatch.setattr(crc32c, "crc32c", counting)
+    return calls
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_an_append_computes_the_crc_once_and_once_more_to_stamp_log_append_time(
+    tmp_path: Path, crc_calls: list[int], timestamp_type: str
+) -> None:
+    """F-11, F-26: the client batch's CRC is checked once; the base offset is rewritten outside
+    it, and LogAppendTime (inside it, T-08) is stamped with one recomputation. Nothing checks
+    the whole batch again on the way to the file (issue 13 item 4)."""
+    log = open_log(tmp_path, **{"message.timestamp.type": timestamp_type})
+    log.append(batch(3))
+    data = batch(3, start=3, value_size=500)
+    crc_calls.clear()
+    log.append(data)
+    expected = 1 if timestamp_type == "CreateTime" else 2
+    assert crc_calls == [len(data) - ATTRIBUTES_OFFSET] * expected
+    assert values(open_log(tmp_path))[3:] == [b"v3", b"v4", b"v5"]  # and the file reads back
+
+
+def test_a_marker_computes_its_crc_once(tmp_path: Path, crc_calls: list[int]) -> None:
+    """B-01: the coordinator's marker is encoded with its CRC and written as encoded."""
+    log = open_log(tmp_path, ManualClock(1_000))  # the batch's time: no roll, no snapshot
+    log.append(batch(1, producer_id=1, epoch=0, seq=0, transactional=True))
+    crc_calls.clear()
+    log.append_marker(ControlType.COMMIT, producer_id=1, producer_epoch=0, coordinator_epoch=0)
+    assert len(crc_calls) == 1
+    assert open_log(tmp_path).last_stable_offset == 2

@@ -1,0 +1,120 @@
+"""The segment files of one partition directory, oldest first (Kafka's ``LogSegments``).
+
+A partition is a list of ``LogSegment`` ordered by base offset: every segment but the last is
+closed, the last is the active one. These helpers find the segments on disk, open them, and walk
+batch headers across them; they keep no state of their own (the partition reader and writer
+hold the list).
+
+Many processes: a segment another process's retention deleted may vanish between listing the
+directory and opening it, so a segment found on disk is opened without ``O_CREAT`` and skipped
+when gone; only a writer, under the partition lock, creates one (``open_new_segment``). Every
+function is safe to call without the lock unless it says otherwise.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from txn_log.errors import StorageError, UnknownTopicIdError
+from txn_log.record.batch_header import BatchHeader
+from txn_log.storage.durable_file import fsync_directory
+from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
+from txn_log.storage.segment import LogSegment
+from txn_log.topic_config import TopicConfig
+from txn_log.topic_partition import TopicPartition
+
+
+def segment_bases_on_disk(directory: Path, topic_partition: TopicPartition) -> list[int]:
+    """Base offsets of the ``.log`` files in ``directory``, ascending; UnknownTopicIdError
+    when the partition directory itself is gone (its topic was deleted by another process)."""
+    try:
+        names = [p.name for p in directory.iterdir()]
+    except FileNotFoundError:
+        raise UnknownTopicIdError(
+            f"{topic_partition}: the partition directory {directory} is gone "
+            "(its topic was deleted)"
+        ) from None
+    return sorted(
+        parsed[0]
+        for parsed in map(parse_offset_file_name, names)
+        if parsed is not None and parsed[1] == LOG_SUFFIX
+    )
+
+
+def open_new_segment(directory: Path, base_offset: int, config: TopicConfig) -> LogSegment:
+    """Open or create the segment at ``base_offset`` (a new segment: under the lock)."""
+    return LogSegment.open(directory, base_offset, index_interval_bytes=config.index_interval_bytes)
+
+
+def open_existing_segment(
+    directory: Path, base_offset: int, config: TopicConfig
+) -> LogSegment | None:
+    """Open a segment found on disk, or None if it is gone (deleted by retention).
+
+    Never creates the file: a reader racing another process's retention would otherwise
+    bring a deleted segment back as an empty file, a false log start.
+    """
+    path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot open segment {path}: {exc}") from exc
+    return LogSegment(directory, base_offset, fd, config.index_interval_bytes)
+
+
+def load_segments(
+    directory: Path, topic_partition: TopicPartition, config: TopicConfig
+) -> list[LogSegment]:
+    """Every segment on disk, oldest first; a partition with none gets its first one, durably
+    (its file, then the directory in its parent). UnknownTopicIdError if the directory is
+    gone."""
+    bases = segment_bases_on_disk(directory, topic_partition)
+    opened = (open_existing_segment(directory, base, config) for base in bases)
+    segments = [segment for segment in opened if segment is not None]
+    if not segments:  # a new partition: its directory and first file, durably
+        segments = [open_new_segment(directory, 0, config)]
+        fsync_directory(directory)
+        fsync_directory(directory.parent)
+    return segments
+
+
+def drop_deleted_head(segments: list[LogSegment]) -> None:
+    """Forget leading segments that another process's retention deleted (never the last).
+
+    They are not closed: a reader thread of this process may be iterating one right now; its
+    descriptors close when the last reference goes (``owned_fd``).
+    """
+    while len(segments) > 1 and not segments[0].log_path.exists():
+        segments.pop(0)
+
+
+def floor_index(segments: Sequence[LogSegment], offset: int) -> int:
+    """Index of the segment that would hold ``offset``: the last one whose base is ≤ it (0
+    when ``offset`` is below every base)."""
+    bases = [s.base_offset for s in segments]
+    return max(bisect.bisect_right(bases, offset) - 1, 0)
+
+
+def iter_headers(
+    segments: Sequence[LogSegment], start_offset: int, end_offset: int
+) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+    """(segment, position, header) of the batches overlapping [start_offset, end_offset), in
+    offset order, lock-free. The first may begin before ``start_offset`` (batches are whole)."""
+    if start_offset >= end_offset:
+        return
+    for segment in segments[floor_index(segments, start_offset) :]:
+        if segment.base_offset >= end_offset:
+            return
+        position = segment.find_batch_position(start_offset)
+        if position is None:
+            continue
+        for batch_position, header in segment.batches(start_position=position):
+            if header.base_offset >= end_offset:
+                return
+            if header.next_offset > start_offset:
+                yield segment, batch_position, header

@@ -1,0 +1,332 @@
+"""Reading one partition without its lock (DESIGN §3, §6): Spark's executors, the CLI, and the
+base of the writer (``PartitionLog``).
+
+Files are the truth; this object is a per-process cache of them (the segment list, the log end,
+and optionally producer state), kept current by applying what other processes appended since it
+last looked (``_catch_up``). It never takes the partition lock, never waits on a writer and
+never truncates, deletes or writes a file:
+
+- the readable end is the end of the last complete batch whose length and CRC are valid; a batch
+  still being written is simply not there yet, nor is a dead writer's torn tail;
+- segments another process's retention deleted are forgotten (``_refresh_start``); one deleted
+  before this process applied what followed it is jumped over, producer state reloaded from a
+  snapshot at or after the new log start (``_skip_deleted_segments``); a read below the log
+  start raises OffsetOutOfRangeError naming the range.
+
+Producer state is kept only when asked for at opening (``last_stable_offset``,
+``producer_state``): without it, opening costs O(segments) however many batches follow the last
+snapshot, which is what an executor reading a planned range needs.
+
+Offsets: ``log_end_offset`` is exclusive (the next offset to assign); ``high_watermark`` equals
+it (no replication); ``last_stable_offset`` = min(first unstable offset, log end) (B-03, B-04).
+
+Thread safety: one ``threading.RLock`` per object guards the cache. Iterators returned by
+``read`` and ``batch_locations`` run outside it, over the segments as they were.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from txn_log.clock import SYSTEM_CLOCK, Clock
+from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
+from txn_log.record.batch_header import BatchHeader
+from txn_log.storage import replay
+from txn_log.storage.log_bounds import check_offset_in_log
+from txn_log.storage.log_loader import LoadedLog, LogLoader
+from txn_log.storage.log_segments import (
+    drop_deleted_head,
+    floor_index,
+    iter_headers,
+    open_existing_segment,
+    segment_bases_on_disk,
+)
+from txn_log.storage.partition_metadata import PartitionIdentity, check_identity, read_identity
+from txn_log.storage.producer_state import ProducerStateManager
+from txn_log.storage.segment import LogSegment
+from txn_log.storage.txn_index import AbortedTxn
+from txn_log.topic_config import TopicConfig
+from txn_log.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+
+def identity_if_any(directory: Path, topic_partition: TopicPartition) -> PartitionIdentity | None:
+    """The partition's topic id now, or None for a partition written before topic ids (or one
+    being deleted)."""
+    try:
+        return read_identity(directory, str(topic_partition))
+    except UnknownTopicOrPartitionError:
+        return None
+
+
+class PartitionReader:
+    """The segments (and optionally the producer state) of one partition directory, read-only;
+    open one with ``open_partition_reader``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: TopicConfig,
+        loaded: LoadedLog,
+        *,
+        clock: Clock,
+        identity: PartitionIdentity | None,
+    ) -> None:
+        self.directory = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self._clock = clock
+        self._mutex = threading.RLock()
+        self._identity = identity  # None: opened without one (a partition before topic ids)
+        self._segments: list[LogSegment] = []
+        self._end_offset = 0
+        self._tail_position = 0  # bytes of the active segment applied to the caches
+        self._producer_state: ProducerStateManager | None = None
+        self._install(loaded)
+
+    def _install(self, loaded: LoadedLog) -> None:
+        """Replace the cache with what the loader read (the caller holds the mutex, or nobody
+        else can see this object yet)."""
+        self._segments = loaded.segments
+        self._end_offset = loaded.end_offset
+        self._tail_position = loaded.tail_position
+        self._producer_state = loaded.producer_state
+
+    # --- identity --------------------------------------------------------------------------------
+
+    @property
+    def topic_id(self) -> str | None:
+        """The id of the topic this partition belongs to (Kafka's topic id, KIP-516)."""
+        return None if self._identity is None else self._identity.topic_id
+
+    def is_current(self) -> bool:
+        """Whether the directory still belongs to the topic this object was opened for (one
+        ``stat``); False once the topic was deleted, or deleted and re-created."""
+        if self._identity is None:
+            return True
+        try:
+            check_identity(self.directory, self._identity, str(self.topic_partition))
+        except UnknownTopicOrPartitionError:
+            return False
+        return True
+
+    # --- catching up with other processes -----------------------------------------------------
+
+    def _catch_up(self) -> None:
+        """Apply batches other processes appended since this process last looked.
+
+        ``_tail_position`` is how far this process has applied the active segment; a segment
+        that another process rolled to is applied from its start.
+        """
+        while True:
+            active = self._segments[-1]
+            for position, header in active.batches(start_position=self._tail_position):
+                if self._producer_state is not None:
+                    replay.apply_at(self._producer_state, active, position, header)
+                self._end_offset = header.next_offset
+                self._tail_position = position + header.size_in_bytes
+            if self._producer_state is not None:
+                self._producer_state.update_map_end_offset(self._end_offset)
+            if self._end_offset == active.base_offset:
+                return
+            segment = open_existing_segment(self.directory, self._end_offset, self.config)
+            if segment is None:
+                if not active.log_path.exists():
+                    self._skip_deleted_segments()
+                return
+            self._segments.append(segment)
+            self._tail_position = 0
+
+    def _skip_deleted_segments(self) -> None:
+        """Jump over segments another process's retention deleted before this process applied
+        the ones after them: the gap can no longer be read, so producer state is reloaded from
+        a snapshot at or after the new log start (retention made sure one exists) plus the log.
+
+        Deletes no file, so lock-free readers may come here too.
+        """
+        try:
+            on_disk = segment_bases_on_disk(self.directory, self.topic_partition)
+        except UnknownTopicOrPartitionError:
+            return  # the topic was deleted: this view keeps what it read (the files it holds)
+        bases = [b for b in on_disk if b >= self._end_offset]
+        opened = (open_existing_segment(self.directory, b, self.config) for b in bases)
+        retained = [s for s in opened if s is not None]
+        if not retained:
+            return  # the partition itself is gone (topic deleted)
+        logger.info(
+            "%s: segments up to offset %d were deleted by retention before this process read "
+            "them; continuing at the log start %d",
+            self.topic_partition, self._end_offset, retained[0].base_offset,
+        )  # fmt: skip
+        self._segments = retained
+        active = retained[-1]
+        self._end_offset, self._tail_position = active.next_offset, active.size
+        if self._producer_state is not None:
+            start = self._producer_state.reload_from_snapshots(
+                retained[0].base_offset, self._end_offset
+            )
+            replay.replay_log(self._producer_state, list(retained), start, self._end_offset)
+
+    def _refresh_start(self) -> None:
+        """Forget segments that another process's retention deleted (``drop_deleted_head``)."""
+        drop_deleted_head(self._segments)
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still in the log, inclusive (after forgetting segments that another
+        process's retention deleted)."""
+        with self._mutex:
+            self._refresh_start()
+            return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign (exclusive end), after catching up."""
+        with self._mutex:
+            self._catch_up()
+            return self._end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Equals the log end: every appended batch is as durable as it will get."""
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the earliest open transaction, else the log end (B-03, B-04)."""
+        state = self._require_producer_state("last_stable_offset")
+        with self._mutex:
+            self._catch_up()
+            first_unstable = state.first_unstable_offset()
+            if first_unstable is None:
+                return self._end_offset
+            return min(first_unstable, self._end_offset)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._require_producer_state("producer_state")
+
+    def _require_producer_state(self, what: str) -> ProducerStateManager:
+        if self._producer_state is None:
+            raise ConfigError(
+                f"{self.topic_partition}: {what} needs producer state, which a partition reader "
+                "opened without it does not keep (open_partition_reader's with_producer_state)"
+            )
+        return self._producer_state
+
+    def check_offset(self, offset: int) -> None:
+        """Raise OffsetOutOfRangeError naming the valid range unless start ≤ offset ≤ end."""
+        end = self.log_end_offset
+        check_offset_in_log(self.topic_partition, offset, self.log_start_offset, end)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The segments, oldest first (for inspection tools)."""
+        with self._mutex:
+            self._catch_up()
+            return tuple(self._segments)
+
+    def read(
+        self, start_offset: int, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Whole batches overlapping [start_offset, end_offset), in offset order, lock-free.
+
+        The first batch may begin before ``start_offset`` (batches are never split); the caller
+        drops records outside the range. Raises OffsetOutOfRangeError below the log start or
+        past the log end.
+        """
+        with self._mutex:
+            self._catch_up()
+            self._refresh_start()
+            end = self._end_offset if end_offset is None else min(end_offset, self._end_offset)
+            check_offset_in_log(
+                self.topic_partition, start_offset, self.log_start_offset, self._end_offset
+            )
+            segments = list(self._segments)
+        return self._iter_batches(segments, start_offset, end)
+
+    @staticmethod
+    def _iter_batches(
+        segments: list[LogSegment], start_offset: int, end_offset: int
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        for segment, position, header in iter_headers(segments, start_offset, end_offset):
+            yield header, memoryview(segment.read_bytes(position, header.size_in_bytes))
+
+    def batch_locations(
+        self, start_offset: int, end_offset: int | None = None
+    ) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, file position, header) of the batches overlapping [start, end), lock-free."""
+        with self._mutex:
+            self._catch_up()
+            end = self._end_offset if end_offset is None else end_offset
+            segments = list(self._segments)
+        return iter_headers(segments, start_offset, end)
+
+    def collect_aborted_txns(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions intersecting [start_offset, end_offset) (B-12 step 4)."""
+        with self._mutex:
+            self._catch_up()
+            aborted: list[AbortedTxn] = []
+            for segment in self._segments[floor_index(self._segments, start_offset) :]:
+                result = segment.txn_index.collect_aborted_txns(start_offset, end_offset)
+                aborted.extend(result.aborted_txns)
+                if result.is_complete:
+                    break
+            return aborted
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """First offset whose record timestamp is ≥ ``timestamp_ms`` (KIP-32, T-17); None if none.
+
+        Control records are never the answer (F-30).
+        """
+        with self._mutex:
+            self._catch_up()
+            for segment in self._segments:
+                if segment.max_timestamp is not None and segment.max_timestamp < timestamp_ms:
+                    continue
+                found = segment.find_offset_by_timestamp(
+                    timestamp_ms, segment.base_offset, replay.record_timestamps
+                )
+                if found is not None:
+                    return found
+            return None
+
+    def close(self) -> None:
+        with self._mutex:
+            for segment in self._segments:
+                segment.close()
+
+
+def open_partition_reader(
+    directory: Path,
+    topic_partition: TopicPartition,
+    config: TopicConfig,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    with_producer_state: bool = False,
+) -> PartitionReader:
+    """Open a partition to read it without its lock: no truncation, no snapshot clean-up, no
+    writes (a torn tail is simply not read).
+
+    ``with_producer_state`` (inspection tools, a read-only ``Log``) replays producer state from
+    the newest snapshot and the log after it, for ``last_stable_offset`` and ``producer_state``;
+    without it (an executor reading a planned range, DESIGN §6) those two raise ConfigError and
+    opening costs O(segments) however many batches follow the last snapshot.
+    """
+    if not directory.is_dir():
+        raise UnknownTopicOrPartitionError(f"{topic_partition}: no directory {directory}")
+    identity = identity_if_any(directory, topic_partition)
+    loader = LogLoader(directory, topic_partition, config, clock)
+    loaded = loader.load_as_reader(with_producer_state=with_producer_state)
+    return PartitionReader(
+        directory, topic_partition, config, loaded, clock=clock, identity=identity
+    )
