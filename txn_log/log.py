@@ -63,13 +63,8 @@ class Log:
         read_only: bool = False,
         housekeeping_interval_ms: int | None = DEFAULT_HOUSEKEEPING_INTERVAL_MS,
     ) -> Log:
-        """Open the log at ``path``, creating the directory if it is missing or empty.
-
-        Raises ConfigError when ``path`` is a file, or a non-empty directory that is not a log.
-        ``read_only`` (inspection tools) never creates, truncates, completes or writes anything,
-        and raises ConfigError unless ``path`` already is a log. A writable log runs a
-        housekeeping pass every ``housekeeping_interval_ms`` (None: only ``run_housekeeping``).
-        """
+        """The log at ``path``, opened (or created) by ``LogManager.open``, which documents the
+        arguments and errors, with its coordinator, group offset store and clients wired."""
         return cls(
             LogManager.open(
                 path,
