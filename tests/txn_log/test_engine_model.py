@@ -736,7 +736,7 @@ class EngineModel(RuleBasedStateMachine):
         assert once == twice, "recovering twice differs from recovering once"
         self._assert_open_equals_full_recovery()
         if not drop_unflushed:
-            assert self._producer_summary() == before, "producer state changed by recovery"
+            self._assert_producer_state_survived(before, self._producer_summary())
         self.generation += 1
         self._kill_clients(dead, everyone=drop_unflushed or not clients_survive)
         # the new process's first coordinator touch finishes what is past its commit point
@@ -836,22 +836,61 @@ class EngineModel(RuleBasedStateMachine):
             )
         return partitions, directory_bytes(self.directory)
 
+    def _assert_producer_state_survived(
+        self, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        """Recovery keeps every producer's state (P-21, P-24). Its last-active time may only
+        move forward, to no later than now: a process that replays a batch counts the
+        producer's idle time from when it applied it (P-26, the producer state module's
+        expiration decision), so it never expires a producer earlier than the writer would."""
+        now = self.clock.time_ms()
+
+        def without_times(summary: dict[str, Any]) -> dict[str, Any]:
+            return {
+                tp: (
+                    {
+                        pid: replace(
+                            entry,
+                            last_timestamp=0,
+                            batch_metadata=tuple(
+                                replace(b, timestamp=0) for b in entry.batch_metadata
+                            ),
+                        )
+                        for pid, entry in entries.items()
+                    },
+                    ongoing,
+                )
+                for tp, (entries, ongoing) in summary.items()
+            }
+
+        assert without_times(after) == without_times(before), "producer state changed by recovery"
+        for tp, (entries, _) in after.items():
+            for pid, entry in entries.items():
+                was = before[tp][0][pid].last_timestamp
+                assert was <= entry.last_timestamp <= max(now, was), (
+                    f"{tp} producer {pid}: last active {entry.last_timestamp} after recovery, "
+                    f"{was} before, now {now}: recovery may only count idle time from later"
+                )
+
     def _producer_summary(self) -> dict[str, Any]:
         """Producer state per data partition as a snapshot keeps it (P-21, Kafka's layout):
-        the newest cached batch only, and one timestamp per producer, not one per batch."""
+        the newest cached batch only, and one timestamp per producer, not one per batch: the
+        time it was last active, which is the newer of its batch timestamp and when this
+        process applied it (P-26: a producer writing old timestamps must not expire while it
+        writes, so a snapshot keeps the newer)."""
         summary = {}
         for tp in DATA_PARTITIONS:
             state = self._plog(tp).producer_state
-            entries = {
-                pid: replace(
+            entries = {}
+            for pid, entry in state.active_producers().items():
+                active_ms = state.last_active_ms(entry)
+                entries[pid] = replace(
                     entry,
+                    last_timestamp=active_ms,
                     batch_metadata=tuple(
-                        replace(batch, timestamp=entry.last_timestamp)
-                        for batch in entry.batch_metadata[-1:]
+                        replace(batch, timestamp=active_ms) for batch in entry.batch_metadata[-1:]
                     ),
                 )
-                for pid, entry in state.active_producers().items()
-            }
             summary[str(tp)] = (entries, state.ongoing_transactions())
         return summary
 

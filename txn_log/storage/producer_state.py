@@ -204,7 +204,7 @@ class ProducerStateManager:
         """Idle at least the expiration time and with no open transaction (P-26)."""
         return (
             entry.current_txn_first_offset is None
-            and now_ms - self._last_active_ms(entry) >= self._expiration_ms
+            and now_ms - self.last_active_ms(entry) >= self._expiration_ms
         )
 
     def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
@@ -218,8 +218,9 @@ class ProducerStateManager:
             self._forget_producer(producer_id)
         return expired
 
-    def _last_active_ms(self, entry: ProducerStateEntry) -> int:
-        """When ``entry`` was last active: its timestamp or when this process applied it."""
+    def last_active_ms(self, entry: ProducerStateEntry) -> int:
+        """When ``entry`` was last active: its timestamp or when this process applied it,
+        whichever is newer; what expiration counts from and what a snapshot stores."""
         return max(entry.last_timestamp, self._applied_ms.get(entry.producer_id, NO_TIMESTAMP))
 
     def _forget_producer(self, producer_id: int) -> None:
@@ -335,7 +336,7 @@ class ProducerStateManager:
 
     def _with_last_active(self, entry: ProducerStateEntry) -> ProducerStateEntry:
         """``entry`` stamped with when it was last active, as a snapshot stores it."""
-        last_active = self._last_active_ms(entry)
+        last_active = self.last_active_ms(entry)
         if last_active == entry.last_timestamp:
             return entry
         return replace(entry, last_timestamp=last_active)
