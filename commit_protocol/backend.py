@@ -51,15 +51,20 @@ class TaskTransaction(Protocol):
         """Add ``partitions`` to the transaction ahead of writes, in one request where the
         backend can (a Kafka producer adds partitions on its own: a no-op there)."""
 
+    @property
+    def peak_buffered_bytes(self) -> int:
+        """The most bytes the transaction's producer held buffered at once."""
+
     def write(self, topic_partition: TopicPartition, records: Any) -> None:
-        """Append the Arrow ``records`` (at least one row) to ``topic_partition`` inside the
-        transaction, as one or more record batches (registering the partition first if
-        needed). Raises a ``FencedError`` once a newer
-        attempt took over the transactional id, or the transaction timed out."""
+        """Send the Arrow ``records`` to ``topic_partition`` inside the transaction: buffered
+        by the producer and appended as one or more record batches (registering the partition
+        first). Raises a ``FencedError`` once a newer attempt took over the transactional
+        id, or the transaction timed out."""
 
     def flush(self) -> None:
-        """Make everything written so far durable (it stays invisible until committed), and
-        raise a ``FencedError`` if a newer attempt or a timeout fenced this one meanwhile."""
+        """Append everything sent so far and make it durable (it stays invisible until
+        committed), and raise a ``FencedError`` if a newer attempt or a timeout fenced this
+        one meanwhile."""
 
     def written(self) -> tuple[PartitionWrite, ...]:
         """What was written so far, by partition (sorted)."""
@@ -84,10 +89,17 @@ class LogBackend(Protocol):
         """The largest record batch the topic accepts (``max.message.bytes``)."""
 
     def begin_transaction(
-        self, transactional_id: str, timeout_ms: int, compression: str
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        compression: str,
+        *,
+        batch_size: int = ...,
+        buffer_memory: int = ...,
     ) -> TaskTransaction:
         """Fence every earlier instance of ``transactional_id`` (aborting its open
-        transaction) and return a new one ready for writes."""
+        transaction) and return a new one ready for writes, batching up to ``batch_size``
+        bytes per partition and buffering at most ``buffer_memory`` bytes in all."""
 
     def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
         """The ledger: whether ``batch_id`` (or a later batch) of ``sink_id`` committed."""

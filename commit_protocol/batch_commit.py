@@ -38,10 +38,13 @@ class SinkIdentity:
 
 @dataclass(frozen=True)
 class TaskSettings:
-    """How task transactions are opened: ``transaction.timeout.ms`` and ``compression.type``."""
+    """How task transactions are opened: ``transaction.timeout.ms``, ``compression.type``,
+    ``batch.size`` and ``buffer.memory`` (the producer's, as Kafka's)."""
 
     transaction_timeout_ms: int = 900_000
     compression: str = "none"
+    batch_size: int = 1_000_000
+    buffer_memory: int = 32 * 1024 * 1024
 
 
 class SinkCommitProtocol:
@@ -60,10 +63,13 @@ class SinkCommitProtocol:
         """The task's fresh transaction, or None when the ledger says the batch committed."""
         if self.backend.is_batch_committed(self.sink.sink_id, batch_id):
             return None
+        settings = self.settings
         return self.backend.begin_transaction(
             task_transactional_id(self.sink.prefix, task_id),
-            self.settings.transaction_timeout_ms,
-            self.settings.compression,
+            settings.transaction_timeout_ms,
+            settings.compression,
+            batch_size=settings.batch_size,
+            buffer_memory=settings.buffer_memory,
         )
 
     def prepare_task(

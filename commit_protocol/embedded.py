@@ -1,12 +1,13 @@
 """The ``embedded`` backend: the commit protocol on a txnlog directory (DESIGN §3-5).
 
-Writes skip the per-record producer: a task registers each partition with the coordinator
-before its first write (C-16), encodes whole Arrow batches with the columnar codec, appends
-them with its producer id, epoch and the partition's next sequence, and fsyncs the partitions
-it wrote before it returns. The data stays invisible to read_committed readers until the
-driver's ``commit_batch`` commits the micro-batch as one atomic commit of the coordinator
-(``TransactionCoordinator.commit_transactions``: the ledger key is the sink id, the sequence
-the batch id), whose single PREPARE record is the commit point (DESIGN §4).
+A task writes through the engine's transactional producer (``Producer.send_batch``: whole
+Arrow batches, the producer's buffers, partition registration (C-16), sequences, the split
+rule) and prepares its transaction before it returns (``Producer.prepare_transaction``: every
+batch appended and fsynced, the instance still the owner). The data stays invisible to
+read_committed readers until the driver's ``commit_batch`` commits the micro-batch as one
+atomic commit of the coordinator (``TransactionCoordinator.commit_transactions``: the ledger
+key is the sink id, the sequence the batch id), whose single PREPARE record is the commit
+point (DESIGN §4).
 
 The protocol's value types (``TxnRef``, ``LedgerEntry``) are its own: this module is the only
 place they meet the engine's, and the engine knows nothing of sinks or batches.
@@ -19,32 +20,18 @@ recover the partitions again for every task.
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
-from txn_log.errors import (
-    ConcurrentTransactionsError,
-    ConfigError,
-    RecordTooLargeError,
-    TopicAlreadyExistsError,
-    TxnLogError,
-)
+from txn_log.errors import ConfigError, TopicAlreadyExistsError, TxnLogError
 from txn_log.log import FORMAT_FILE, Log
-from txn_log.record.batch_header import Compression
-from txn_log.storage.partition_log import PartitionLog
+from txn_log.producer import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, Producer
 from txn_log.topic_partition import TopicPartition
 
-_SEQUENCE_MODULUS = 1 << 31
-_INIT_ATTEMPTS = 20
-_INIT_BACKOFF_S = 0.05
-_FLUSH_THREADS = 8
 _LOGS: OrderedDict[Path, Log] = OrderedDict()
 _LOGS_LOCK = threading.Lock()
 _MAX_OPEN_LOGS = 16
@@ -66,107 +53,53 @@ def missing_log_message(path: Path) -> str:
 
 
 class EmbeddedTaskTransaction:
-    """One task attempt's open transaction on an embedded log (see ``TaskTransaction``)."""
+    """One task attempt's open transaction on an embedded log (see ``TaskTransaction``): a
+    thin adapter over the engine's transactional ``Producer``, which buffers the task's Arrow
+    batches, registers partitions, numbers and appends the batches, and prepares (KIP-939)
+    without committing."""
 
-    def __init__(self, log: Log, ref: TxnRef, compression: Compression) -> None:
-        self._log = log
-        self._ref = ref
-        self._compression = compression
-        self._sequences: dict[TopicPartition, int] = {}
-        self._counts: dict[TopicPartition, tuple[int, int]] = {}
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
 
     @property
     def transactional_id(self) -> str:
-        return self._ref.transactional_id
+        return self._producer.transactional_id or ""
 
     @property
     def producer_id(self) -> int:
-        return self._ref.producer_id
+        return self._producer.producer_id
 
     @property
     def producer_epoch(self) -> int:
-        return self._ref.producer_epoch
+        return self._producer.producer_epoch
+
+    @property
+    def peak_buffered_bytes(self) -> int:
+        return self._producer.peak_buffered_bytes
 
     def register(self, partitions: Iterable[TopicPartition]) -> None:
-        """Add the partitions new to the transaction, in one coordinator request (C-16)."""
-        new = sorted(set(partitions) - self._sequences.keys())
-        if new:
-            ref = self._ref
-            self._log.coordinator.add_partitions(
-                ref.transactional_id, ref.producer_id, ref.producer_epoch, new
-            )
-            self._sequences.update(dict.fromkeys(new, 0))
+        """Add ``partitions`` to the transaction now, in one coordinator request (C-16)."""
+        self._producer.register_partitions(partitions)
 
     def write(self, topic_partition: TopicPartition, records: Any) -> None:
-        """Encode ``records`` into batches of at most the topic's ``max.message.bytes`` and
-        append them; a partition not registered yet is registered first (C-16, C-38)."""
-        if records.num_rows == 0:
-            return
-        self.register([topic_partition])
-        plog = self._log.partition_log(topic_partition)
-        self._append(plog, topic_partition, records, plog.config.max_message_bytes)
-
-    def _append(self, plog: PartitionLog, tp: TopicPartition, records: Any, limit: int) -> None:
-        """One batch, or several when the encoded batch would exceed ``limit`` bytes (F-09)."""
-        from txn_log.record.codec import encode_batch
-
-        batch = encode_batch(
-            records,
-            producer_id=self._ref.producer_id,
-            producer_epoch=self._ref.producer_epoch,
-            base_sequence=self._sequences[tp],
-            transactional=True,
-            compression=self._compression,
-            now_ms=self._log.clock.time_ms(),
-        )
-        count = records.num_rows
-        if len(batch) > limit:
-            if count == 1:
-                raise RecordTooLargeError(
-                    f"{tp}: one record encodes to {len(batch)} bytes, more than the topic's "
-                    f"max.message.bytes of {limit} (F-09)"
-                )
-            step = math.ceil(count / min(count, math.ceil(len(batch) * 1.1 / limit)))
-            for start in range(0, count, step):
-                self._append(plog, tp, records.slice(start, step), limit)
-            return
-        plog.append(batch)
-        self._sequences[tp] = (self._sequences[tp] + count) % _SEQUENCE_MODULUS
-        rows, batches = self._counts.get(tp, (0, 0))
-        self._counts[tp] = (rows + count, batches + 1)
+        """Register the partition if it is new to the transaction (as Kafka's producer adds a
+        partition when a record is sent to it, whatever it buffers), then send."""
+        self._producer.register_partitions([topic_partition])
+        self._producer.send_batch(topic_partition, records)
 
     def flush(self) -> None:
-        """fdatasync every partition written, in parallel (fsync releases the GIL); then
-        confirm this attempt still owns its transactional id (ProducerFencedError otherwise:
-        a newer attempt or a timeout fenced it, and its message could never commit)."""
-        logs = [self._log.partition_log(tp) for tp in self._counts]
-        if len(logs) <= 1:
-            for plog in logs:
-                plog.flush()
-        else:
-            with ThreadPoolExecutor(max_workers=min(len(logs), _FLUSH_THREADS)) as pool:
-                for future in [pool.submit(plog.flush) for plog in logs]:
-                    future.result()
-        ref = self._ref
-        self._log.coordinator.check_producer(
-            ref.transactional_id, ref.producer_id, ref.producer_epoch
-        )
+        self._producer.prepare_transaction()
 
     def written(self) -> tuple[PartitionWrite, ...]:
         return tuple(
-            PartitionWrite(tp.topic, tp.partition, rows, batches)
-            for tp, (rows, batches) in sorted(self._counts.items())
+            PartitionWrite(tp.topic, tp.partition, done.records, done.batches)
+            for tp, done in self._producer.transaction_writes().items()
         )
 
     def abort(self) -> None:
-        if not self._sequences:  # nothing registered: the coordinator holds nothing open
-            return
-        ref = self._ref
         # fenced or timed out meanwhile: the newer owner or the timeout aborts it
         with contextlib.suppress(TxnLogError):
-            self._log.coordinator.end_txn(
-                ref.transactional_id, ref.producer_id, ref.producer_epoch, commit=False
-            )
+            self._producer.abort_transaction()
 
 
 class EmbeddedBackend:
@@ -209,20 +142,24 @@ class EmbeddedBackend:
     # --- tasks ---------------------------------------------------------------------------------
 
     def begin_transaction(
-        self, transactional_id: str, timeout_ms: int, compression: str
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        compression: str,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        buffer_memory: int = DEFAULT_BUFFER_MEMORY,
     ) -> EmbeddedTaskTransaction:
-        codec = Compression.parse(compression)
-        producer_id, epoch = self._init_producer_id(transactional_id, timeout_ms)
-        ref = TxnRef(transactional_id, producer_id, epoch)
-        return EmbeddedTaskTransaction(self.log, ref, codec)
-
-    def _init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
-        for _ in range(_INIT_ATTEMPTS - 1):
-            try:
-                return self.log.coordinator.init_producer_id(transactional_id, timeout_ms)
-            except ConcurrentTransactionsError:  # a peer is completing it: retry (T10)
-                time.sleep(_INIT_BACKOFF_S)
-        return self.log.coordinator.init_producer_id(transactional_id, timeout_ms)
+        producer = self.log.producer(
+            transactional_id,
+            transaction_timeout_ms=timeout_ms,
+            compression=compression,
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+        )
+        producer.init_transactions()  # fences every earlier attempt (C-24)
+        producer.begin_transaction()
+        return EmbeddedTaskTransaction(producer)
 
     # --- the ledger and the batch commit -------------------------------------------------------
     # A sink's micro-batches are atomic commits of the log's coordinator (DESIGN §4): the

@@ -16,6 +16,18 @@ buffered record leaves its buffer only once the batch holding it was appended: a
 loses none. A batch that compression grew past ``max.message.bytes`` is split and appended in
 parts, in order, with consecutive sequences (Kafka's producer splits and re-enqueues it).
 
+``send_batch()`` takes whole Arrow record batches for one partition (the Spark sink's tasks
+route rows to partitions themselves, vectorized) and goes through the same buffers, the same
+drain, registration, sequences and split rule as ``send()``: there is one producer path. All
+buffers together hold at most ``buffer_memory`` bytes: before a record or batch is buffered
+past it, the largest buffers are appended (where Kafka's producer blocks ``send()`` until
+batches leave), so a producer's memory is bounded whatever it is given to send.
+
+``prepare_transaction()`` is KIP-939's first phase: everything is appended and durable and the
+instance still owns its transactional id, but the transaction stays open for another party to
+complete: the Spark sink's driver, which commits many task transactions as one atomic commit
+of the coordinator (DESIGN §4 "Batch commit").
+
 A fatal error (fenced, out-of-order sequence) makes the producer unusable: every later call
 raises it again (P-13, C-40). Any other failure of ``send()``, ``flush()`` or
 ``send_offsets_to_transaction()`` inside a transaction leaves it *abortable only*, as Kafka's
@@ -27,13 +39,15 @@ may lack a record never commits. Not thread-safe: one thread drives one producer
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.errors import (
+    ConcurrentTransactionsError,
     ConfigError,
     FatalError,
     FencedError,
@@ -62,7 +76,9 @@ from txn_log.producer_record import (
 from txn_log.record.batch_header import HEADER_SIZE, Compression
 from txn_log.record_accumulator import (
     MAX_BATCH_BYTES,
+    ArrowBuffer,
     PartitionBuffer,
+    ProducerBuffer,
     check_record_fits,
     drop_too_large,
     encode_producer_batch,
@@ -80,6 +96,12 @@ if TYPE_CHECKING:
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 DEFAULT_BATCH_SIZE = 512 * 1024
+DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024  # Kafka's buffer.memory
+ARROW_FILL = 15 / 16
+"""Arrow batches leave their buffer below ``max.message.bytes`` by this margin: their size is
+an estimate of the encoded one (a batch that still comes out too large is split)."""
+INIT_ATTEMPTS = 20
+INIT_BACKOFF_S = 0.05
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at int32 max (P-12)
 
 
@@ -88,6 +110,7 @@ class _State(Enum):
     READY = "ready"
     IN_TRANSACTION = "in transaction"
     ABORTABLE_ERROR = "abortable error"  # only abort_transaction() and close() are allowed
+    PREPARED = "prepared"  # KIP-939: complete it elsewhere; here only abort and close
     FATAL = "fatal error"
     CLOSED = "closed"
 
@@ -99,6 +122,24 @@ class RecordMetadata:
     topic_partition: TopicPartition
     base_offset: int
     last_offset: int
+
+
+@dataclass(frozen=True)
+class PreparedTxnState:
+    """A transaction ``prepare_transaction()`` left open for another party to complete:
+    whoever holds it commits or aborts it with the coordinator (KIP-939's PreparedTxnState)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
+class PartitionWrites:
+    """What the current transaction appended to one partition."""
+
+    records: int
+    batches: int
 
 
 @dataclass(frozen=True)
@@ -123,6 +164,7 @@ class Producer:
         *,
         compression: str | Compression = Compression.NONE,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        buffer_memory: int = DEFAULT_BUFFER_MEMORY,
         metadata_max_age_ms: int = 300_000,
     ) -> None:
         if transactional_id is not None and (
@@ -134,6 +176,8 @@ class Producer:
             )
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch.size must be a positive integer, got {batch_size!r}")
+        if not isinstance(buffer_memory, int) or buffer_memory < 1:
+            raise ConfigError(f"buffer.memory must be a positive integer, got {buffer_memory!r}")
         self._log = log_manager
         self._coordinator = coordinator
         self._group_offsets = group_offsets
@@ -143,6 +187,7 @@ class Producer:
             compression if isinstance(compression, Compression) else Compression.parse(compression)
         )
         self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
         self.metadata_max_age_ms = metadata_max_age_ms
         self._topics: dict[str, _TopicMetadata] = {}
         self.producer_id = -1
@@ -151,7 +196,10 @@ class Producer:
         self._fatal: TxnLogError | None = None
         self._abortable: BaseException | None = None  # what failed the transaction
         self._sequences: dict[TopicPartition, int] = {}
-        self._buffers: dict[TopicPartition, PartitionBuffer] = {}
+        self._buffers: dict[TopicPartition, ProducerBuffer] = {}
+        self._buffered_bytes = 0  # of every buffer together
+        self.peak_buffered_bytes = 0
+        self._txn_writes: dict[TopicPartition, PartitionWrites] = {}
         self._txn_partitions: set[TopicPartition] = set()
         self._txn_started_ms = -1
         self._round_robin = itertools.count()
@@ -170,9 +218,18 @@ class Producer:
         self._call(self._init_producer_id)
 
     def _init_producer_id(self) -> None:
-        self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(
-            self.transactional_id, self.transaction_timeout_ms
-        )
+        """InitProducerId; retried while a previous instance's commit or abort is being
+        completed (CONCURRENT_TRANSACTIONS is retriable, E-10: Kafka's producer retries it)."""
+        for attempt in range(INIT_ATTEMPTS):
+            try:
+                self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(
+                    self.transactional_id, self.transaction_timeout_ms
+                )
+                break
+            except ConcurrentTransactionsError:
+                if attempt == INIT_ATTEMPTS - 1:
+                    raise
+                time.sleep(INIT_BACKOFF_S)
         self._sequences.clear()
         self._state = _State.READY
 
@@ -183,6 +240,7 @@ class Producer:
             raise InvalidTxnStateError("begin_transaction() on a producer without transactional id")
         self._state = _State.IN_TRANSACTION
         self._txn_partitions.clear()
+        self._txn_writes.clear()
         self._txn_started_ms = -1
 
     def commit_transaction(self) -> None:
@@ -193,11 +251,37 @@ class Producer:
 
     def abort_transaction(self) -> None:
         """Drop what is buffered, then EndTxn(ABORT) (C-37); the only call a transaction in
-        the abortable error state allows, and it returns the producer to READY."""
-        if self._state is not _State.ABORTABLE_ERROR:
+        the abortable error or prepared state allows, and it returns the producer to READY."""
+        if self._state not in (_State.ABORTABLE_ERROR, _State.PREPARED):
             self._require(_State.IN_TRANSACTION, "abort_transaction()")
         self._buffers.clear()
+        self._buffered_bytes = 0
         self._call(self._end_txn, False)
+
+    def prepare_transaction(self) -> PreparedTxnState:
+        """KIP-939's prepareTransaction: append and fsync everything buffered, then confirm
+        with the coordinator that this instance still owns its transactional id
+        (ProducerFencedError otherwise: a newer instance or the transaction timeout fenced it,
+        so the transaction can never commit). The transaction stays open: the returned state
+        names it for whoever completes it (the coordinator's atomic commit of many
+        transactions). Afterwards this producer allows only ``abort_transaction()`` and
+        ``close()``."""
+        self._require(_State.IN_TRANSACTION, "prepare_transaction()")
+        self.flush()
+        transactional_id = self._transactional_id()
+        self._call(
+            self._coordinator.check_producer,
+            transactional_id,
+            self.producer_id,
+            self.producer_epoch,
+        )
+        self._state = _State.PREPARED
+        return PreparedTxnState(transactional_id, self.producer_id, self.producer_epoch)
+
+    def transaction_writes(self) -> dict[TopicPartition, PartitionWrites]:
+        """Records and batches appended per partition in the current transaction (what is
+        still buffered is not counted), sorted by partition."""
+        return dict(sorted(self._txn_writes.items()))
 
     def _end_txn(self, commit: bool) -> None:
         if self._txn_partitions:
@@ -207,6 +291,7 @@ class Producer:
         self._state = _State.READY
         self._abortable = None
         self._txn_partitions.clear()
+        self._txn_writes.clear()
 
     def close(self) -> None:
         """Flush what is buffered outside a transaction; an open transaction is left to the
@@ -239,6 +324,7 @@ class Producer:
         """
         self._check_usable()
         if self.transactional_id is not None and self._state is not _State.IN_TRANSACTION:
+            self._maybe_fenced_since_prepare()
             raise InvalidTxnStateError(
                 f"send() to {topic!r} outside a transaction: a transactional producer must call "
                 "begin_transaction() first"
@@ -273,20 +359,111 @@ class Producer:
         body = record_body_size(record)
         max_bytes = self._topics[name].max_message_bytes  # fresh: _partition_for read it
         buffer = self._buffers.get(tp)
+        if isinstance(buffer, ArrowBuffer):  # Arrow batches sent before: they go first
+            self._drain_before_buffering(tp, "record")
+            buffer = None
         size = record_size(body, 0, 0) if buffer is None else buffer.next_size(record, body)
         check_record_fits(tp, record, body, size, max_bytes, self.compression, self._encode)
         limit = min(self.batch_size, max_bytes - HEADER_SIZE)
         if buffer is not None and buffer.records and buffer.size + size > limit:
-            try:
-                self._call(self._drain, tp)  # appends all of it or raises
-            except TxnLogError as error:
-                error.add_note(f"send() to {tp} did not buffer its record: the full buffer failed")
-                raise
+            self._drain_before_buffering(tp, "record")
             buffer, size = None, record_size(body, 0, 0)
-        if buffer is None:
+        self._reserve_memory(size, tp, "record")
+        buffer = self._buffers.get(tp)  # _reserve_memory may have appended it
+        if not isinstance(buffer, PartitionBuffer):
             buffer = self._buffers[tp] = PartitionBuffer()
+            size = record_size(body, 0, 0)
         buffer.add(record, body, size)
+        self._buffered(size)
         return tp
+
+    def send_batch(self, topic_partition: TopicPartition, records: Any) -> None:
+        """Buffer an Arrow record batch (or table) for ``topic_partition``: columns ``value``
+        (required), ``key``, ``timestamp`` (ms, or an Arrow timestamp), ``headers``, as the
+        columnar codec takes them; rows keep their order. An empty batch is a no-op.
+
+        The partition's buffer is appended as one record batch when the next batch would push
+        it past ``batch_size`` (capped below the topic's max.message.bytes); a batch that
+        encodes larger than max.message.bytes is split (F-09), a single row too large fails
+        with RecordTooLargeError. Column problems surface as InvalidRecordError when the
+        buffer is encoded. Inside a transaction any failure leaves the producer abortable
+        only, as with ``send()``.
+        """
+        self._check_usable()
+        if self.transactional_id is not None and self._state is not _State.IN_TRANSACTION:
+            self._maybe_fenced_since_prepare()
+            raise InvalidTxnStateError(
+                f"send_batch() to {topic_partition} outside a transaction: a transactional "
+                "producer must call begin_transaction() first"
+            )
+        try:
+            self._send_batch(topic_partition, records)
+        except BaseException as error:
+            self._maybe_abortable(error)
+            raise
+
+    def _send_batch(self, tp: TopicPartition, records: Any) -> None:
+        if self._txn_started_ms >= 0:
+            self._call(self._check_transaction_timeout)
+        if not isinstance(tp, TopicPartition):
+            raise ConfigError(f"send_batch() needs a TopicPartition, got {tp!r}")
+        name, partition = check_destination(tp.topic, tp.partition)
+        tp = self._partition_for(name, None, partition)
+        if not hasattr(records, "num_rows") or not hasattr(records, "nbytes"):
+            raise ConfigError(
+                f"send_batch() to {tp} needs a pyarrow RecordBatch or Table, got "
+                f"{type(records).__name__}"
+            )
+        if records.num_rows == 0:
+            return
+        size = int(records.nbytes)
+        limit = min(self.batch_size, int(self._topics[name].max_message_bytes * ARROW_FILL))
+        buffer = self._buffers.get(tp)
+        if buffer is not None and (
+            isinstance(buffer, PartitionBuffer) or buffer.size + size > limit
+        ):
+            self._drain_before_buffering(tp, "batch")
+        self._reserve_memory(size, tp, "batch")
+        buffer = self._buffers.get(tp)
+        if not isinstance(buffer, ArrowBuffer):
+            buffer = self._buffers[tp] = ArrowBuffer()
+        buffer.add(records)
+        self._buffered(size)
+        if buffer.size >= limit:
+            self._call(self._drain, tp)
+
+    def _maybe_fenced_since_prepare(self) -> None:
+        """A send after ``prepare_transaction()`` is refused; if a newer instance fenced this
+        one meanwhile, say that (ProducerFencedError, fatal), as it is the caller's real
+        problem: its prepared transaction can never commit."""
+        if self._state is _State.PREPARED:
+            self._call(
+                self._coordinator.check_producer,
+                self._transactional_id(),
+                self.producer_id,
+                self.producer_epoch,
+            )
+
+    def _drain_before_buffering(self, tp: TopicPartition, what: str) -> None:
+        """Append ``tp``'s buffer before buffering more for it; if that fails, nothing new is
+        buffered."""
+        try:
+            self._call(self._drain, tp)  # appends all of it or raises
+        except TxnLogError as error:
+            error.add_note(f"send to {tp} did not buffer its {what}: the full buffer failed")
+            raise
+
+    def _reserve_memory(self, size: int, tp: TopicPartition, what: str) -> None:
+        """Append the largest buffers until ``size`` more bytes fit in ``buffer_memory`` (or
+        nothing is left buffered): Kafka's producer blocks send() until memory frees."""
+        while self._buffers and self._buffered_bytes + size > self.buffer_memory:
+            largest = max(self._buffers, key=lambda t: self._buffers[t].size)
+            self._drain_before_buffering(largest, what)
+
+    def _buffered(self, size: int) -> None:
+        self._buffered_bytes += size
+        if self._buffered_bytes > self.peak_buffered_bytes:
+            self.peak_buffered_bytes = self._buffered_bytes
 
     def _metadata(self, topic: str, *, refresh: bool = False) -> _TopicMetadata:
         """Partition count and max batch size of ``topic``, cached like Kafka's producer
@@ -320,6 +497,20 @@ class Producer:
                     f"are 0..{partitions - 1}"
                 )
         return TopicPartition(topic, partition)
+
+    def register_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """AddPartitionsToTxn for ``partitions`` now, in one request, ahead of their records
+        (C-16, C-38); sends register the partitions they buffer on their own when their
+        buffers are first appended. Inside a transaction only."""
+        self._check_usable()
+        if self._state is not _State.IN_TRANSACTION:
+            self._maybe_fenced_since_prepare()
+        self._require(_State.IN_TRANSACTION, "register_partitions()")
+        try:
+            self._call(self._register_partitions, partitions)
+        except BaseException as error:
+            self._maybe_abortable(error)
+            raise
 
     def _register_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """AddPartitionsToTxn for every buffered partition new to the transaction, in one
@@ -376,13 +567,20 @@ class Producer:
         records after it stay buffered.
         """
         buffer = self._buffers.get(tp)
-        if buffer is None or not buffer.records:
+        if buffer is None or not buffer.count:
             self._buffers.pop(tp, None)
             return []
+        before = buffer.size
+        try:
+            return self._drain_buffer(tp, buffer)
+        finally:
+            self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
+
+    def _drain_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> list[RecordMetadata]:
         if self.producer_id < 0:
             self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(None, 0)
         if self.transactional_id is not None:
-            self._register_partitions(t for t, b in self._buffers.items() if b.records)
+            self._register_partitions(t for t, b in self._buffers.items() if b.count)
         plog = self._partition_log_for_drain(tp, buffer)
         if self._topic_ids.setdefault(tp, plog.topic_id) != plog.topic_id:
             # the topic was deleted and re-created: a new partition, which has never seen this
@@ -391,11 +589,11 @@ class Producer:
             self._topic_ids[tp] = plog.topic_id
         limit = min(plog.config.max_message_bytes, MAX_BATCH_BYTES)
         results = []
-        count = len(buffer.records)
-        while buffer.records:
-            count = min(count, len(buffer.records))
+        count = buffer.count
+        while buffer.count:
+            count = min(count, buffer.count)
             sequence = self._sequences.get(tp, 0)
-            batch = self._encode(buffer.records[:count], sequence)
+            batch = buffer.encode_head(count, **self._batch_settings(sequence))
             if len(batch) > limit:
                 if count == 1:
                     raise drop_too_large(tp, buffer, len(batch), limit, self.compression)
@@ -406,10 +604,13 @@ class Producer:
             self._written.add(tp)
             buffer.remove_head(count)
             results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
+            if self.transactional_id is not None:
+                done = self._txn_writes.get(tp, PartitionWrites(0, 0))
+                self._txn_writes[tp] = PartitionWrites(done.records + count, done.batches + 1)
         del self._buffers[tp]
         return results
 
-    def _partition_log_for_drain(self, tp: TopicPartition, buffer: PartitionBuffer) -> PartitionLog:
+    def _partition_log_for_drain(self, tp: TopicPartition, buffer: ProducerBuffer) -> PartitionLog:
         """``tp``'s log. When the partition is gone (its topic was deleted), the idempotent
         producer drops its records, naming how many, instead of failing every later flush;
         a transactional one keeps them until the abort its error requires."""
@@ -418,7 +619,7 @@ class Producer:
         except UnknownTopicOrPartitionError as error:
             if self.transactional_id is not None:
                 raise
-            count = len(buffer.records)
+            count = buffer.count
             del self._buffers[tp]
             raise UnknownTopicOrPartitionError(
                 f"{error}; the {count} record(s) buffered for {tp} were dropped"
@@ -426,15 +627,19 @@ class Producer:
 
     def _encode(self, records: list[ProducerRecord], sequence: int) -> bytes:
         """One batch of ``records`` with this producer's id, epoch and codec."""
-        return encode_producer_batch(
-            records,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            base_sequence=sequence,
-            transactional=self.transactional_id is not None,
-            compression=self.compression,
-            now_ms=self._log.clock.time_ms(),
-        )
+        return encode_producer_batch(records, **self._batch_settings(sequence))
+
+    def _batch_settings(self, sequence: int) -> dict[str, Any]:
+        """The batch header fields of this producer's next batch, as ``encode_batch`` takes
+        them."""
+        return {
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "base_sequence": sequence,
+            "transactional": self.transactional_id is not None,
+            "compression": self.compression,
+            "now_ms": self._log.clock.time_ms(),
+        }
 
     def send_offsets_to_transaction(
         self,

@@ -1,8 +1,13 @@
 """The producer's per-partition buffers and the batches made from them (F-09, P-08, P-09).
 
-``PartitionBuffer`` holds one partition's validated records in send order until a batch holding
-them is appended; it knows their exact encoded size, so the producer fills a batch up to
-``batch.size`` or ``max.message.bytes`` without a guess. ``encode_producer_batch`` turns some of
+A buffer holds one partition's records in send order until a batch holding them is appended.
+``PartitionBuffer`` holds validated ``ProducerRecord``s (``send()``); it knows their exact
+encoded size, so the producer fills a batch up to ``batch.size`` or ``max.message.bytes``
+without a guess. ``ArrowBuffer`` holds whole Arrow record batches (``send_batch()``), encoded
+by the columnar codec; its size is the Arrow bytes, an estimate of the encoded size. Both offer
+the same four operations the producer's one drain loop uses (``count``, ``size``,
+``encode_head``, ``remove_head``), so there is one append path, one split rule and one memory
+bound for records and for Arrow batches. ``encode_producer_batch`` turns some of
 them into one record batch. ``split_count`` says how many records to try next when the batch
 came out larger than the limit, which only compression can cause (the uncompressed size is
 exact): Kafka's producer likewise splits a batch the broker refused as too large and
@@ -37,6 +42,21 @@ class PartitionBuffer:
     body_sizes: list[int] = field(default_factory=list)
     size: int = 0
 
+    @property
+    def count(self) -> int:
+        return len(self.records)
+
+    def encode_head(self, count: int, **settings: Any) -> bytes:
+        """One batch of the first ``count`` records (``settings`` as ``encode_batch``)."""
+        return encode_producer_batch(self.records[:count], **settings)
+
+    def head_key(self) -> bytes | None:
+        return self.records[0].key
+
+    def head_size(self) -> int:
+        """The first record's size alone in a batch (header excluded)."""
+        return record_size(self.body_sizes[0], 0, 0)
+
     def next_size(self, record: ProducerRecord, body_size: int) -> int:
         """Bytes ``record`` would add as the next record of this batch (F-17 deltas)."""
         if not self.records:
@@ -59,6 +79,63 @@ class PartitionBuffer:
             record_size(body, index, record.timestamp_ms - first)
             for index, (record, body) in enumerate(zip(self.records, self.body_sizes, strict=True))
         )
+
+
+@dataclass
+class ArrowBuffer:
+    """One partition's Arrow record batches (columns as ``encode_batch`` takes them) in send
+    order, not yet appended. ``size`` is their Arrow bytes: an estimate of the encoded records
+    section, close for uncompressed binary columns. Holds references to the sender's batches
+    (zero-copy); they are combined, without copying the data, when a batch is encoded."""
+
+    pieces: list[Any] = field(default_factory=list)
+    size: int = 0
+    count: int = 0
+
+    def add(self, records: Any) -> None:
+        self.pieces.append(records)
+        self.size += records.nbytes
+        self.count += records.num_rows
+
+    def _table(self) -> Any:
+        import pyarrow as pa
+
+        if len(self.pieces) > 1:
+            self.pieces = [pa.Table.from_batches(self._batches())]
+        return self.pieces[0]
+
+    def _batches(self) -> list[Any]:
+        batches: list[Any] = []
+        for piece in self.pieces:
+            batches.extend(piece.to_batches() if hasattr(piece, "to_batches") else [piece])
+        return batches
+
+    def encode_head(self, count: int, **settings: Any) -> bytes:
+        from txn_log.record.codec import encode_batch
+
+        table = self._table()
+        return encode_batch(table if count == table.num_rows else table.slice(0, count), **settings)
+
+    def head_key(self) -> bytes | None:
+        table = self._table()
+        if "key" not in table.column_names:
+            return None
+        key = table.column("key")[0].as_py()
+        return key.encode() if isinstance(key, str) else key
+
+    def head_size(self) -> int:
+        return int(self._table().slice(0, 1).nbytes)
+
+    def remove_head(self, count: int) -> None:
+        """Forget the first ``count`` rows (appended or dropped)."""
+        table = self._table().slice(count)
+        self.pieces = [table] if table.num_rows else []
+        self.count = table.num_rows
+        self.size = int(table.nbytes) if table.num_rows else 0
+
+
+ProducerBuffer = PartitionBuffer | ArrowBuffer
+"""What the producer's drain loop takes."""
 
 
 def encode_producer_batch(records: Sequence[ProducerRecord], **settings: Any) -> bytes:
@@ -124,21 +201,21 @@ def check_record_fits(
 
 def drop_too_large(
     tp: TopicPartition,
-    buffer: PartitionBuffer,
+    buffer: ProducerBuffer,
     batch_bytes: int,
     limit: int,
     compression: Compression,
 ) -> RecordTooLargeError:
     """Drop the record at the head of ``buffer``, whose batch alone took ``batch_bytes`` (more
     than ``limit``), and return the error that names it, for the caller to raise."""
-    size = record_size(buffer.body_sizes[0], 0, 0)
-    key = buffer.records[0].key
+    size = buffer.head_size()
+    key = buffer.head_key()
     buffer.remove_head(1)
     compressed = None if compression is Compression.NONE else (batch_bytes, compression)
     return RecordTooLargeError(
         f"{too_large_message(tp, size, compressed, limit)}; the record ("
         f"{'null key' if key is None else f'key {key[:40]!r}'}) was dropped, "
-        f"{len(buffer.records)} record(s) after it stay buffered"
+        f"{buffer.count} record(s) after it stay buffered"
     )
 
 

@@ -108,7 +108,9 @@ class SinkOptions:
 
     @property
     def task_settings(self) -> TaskSettings:
-        return TaskSettings(self.transaction_timeout_ms, self.compression_type)
+        return TaskSettings(
+            self.transaction_timeout_ms, self.compression_type, self.batch_size, self.buffer_memory
+        )
 
 
 def _optional(given: Mapping[str, str], key: str, validate: Callable[[object], str]) -> str | None:

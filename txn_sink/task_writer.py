@@ -1,20 +1,21 @@
-"""Executor side: one write task turns Spark's Arrow batches into record batches (DESIGN §5).
+"""Executor side: one write task routes Spark's Arrow batches to partitions (DESIGN §5).
 
 Each input batch is routed row by row without a Python loop: rows go to the topic of the
 option or of their ``topic`` column, then to the partition of their ``partition`` column, else
 to Kafka's murmur2 partition of their key, else round-robin (null keys). Each partition's rows
-are taken into a compact Arrow batch and buffered; a partition's buffer leaves as one record
+are taken into a compact Arrow batch and sent to the task's transaction, whose producer
+buffers them (the engine's ``Producer.send_batch``): a partition's buffer leaves as one record
 batch when the next piece would push it past ``batch.size`` (capped by the topic's
-``max.message.bytes``), and the largest buffer leaves early whenever all buffers together pass
-``buffer.memory``. So a task holds at most ``buffer.memory`` bytes of rows (plus one input
-batch and one batch being encoded) whatever the size of the micro-batch. Rows keep their input
-order within a partition. Not thread-safe: one task, one thread.
+``max.message.bytes``), and the largest buffers leave early so that all of them together stay
+within ``buffer.memory``. So a task holds at most ``buffer.memory`` bytes of rows (plus one
+input batch and one batch being encoded) whatever the size of the micro-batch. Rows keep their
+input order within a partition. Not thread-safe: one task, one thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,20 +34,11 @@ from txn_sink.topics import ensure_topic, open_backend
 
 SCAN_PARTITIONS = 16
 """Up to this many partitions, rows are grouped by one scan per partition instead of a sort."""
-MAX_MESSAGE_BYTES_FILL = 15 / 16
-"""Leave room under ``max.message.bytes``: the buffered size is an estimate (Arrow bytes)."""
 
 
 @dataclass(frozen=True)
 class _TopicInfo:
     partitions: int
-    flush_bytes: int
-
-
-@dataclass
-class _Buffer:
-    pieces: list[Any] = field(default_factory=list)
-    nbytes: int = 0
 
 
 class PartitionRouter:
@@ -60,9 +52,6 @@ class PartitionRouter:
         self._columns = columns
         self._topics: dict[str, _TopicInfo] = {}
         self._next_round_robin = task_id  # tasks start apart, spreading null keys
-
-    def flush_bytes(self, topic: str) -> int:
-        return self._topics[topic].flush_bytes
 
     def route(self, batch: Any) -> Iterator[tuple[TopicPartition, Any]]:
         if batch.num_rows == 0:
@@ -98,11 +87,7 @@ class PartitionRouter:
         info = self._topics.get(topic)
         if info is None:
             ensure_topic(self._backend, self._options, topic)
-            max_bytes = int(self._backend.max_batch_bytes(topic) * MAX_MESSAGE_BYTES_FILL)
-            info = _TopicInfo(
-                self._backend.partition_count(topic), min(self._options.batch_size, max_bytes)
-            )
-            self._topics[topic] = info
+            info = self._topics[topic] = _TopicInfo(self._backend.partition_count(topic))
         return info
 
     def _by_partition(self, topic: str, batch: Any) -> Iterator[tuple[TopicPartition, Any]]:
@@ -158,50 +143,24 @@ class PartitionRouter:
 
 
 class TaskWriter:
-    """Buffers routed pieces per partition and writes them into one task transaction."""
+    """Sends routed pieces into one task transaction, whose producer buffers and batches
+    them."""
 
-    def __init__(
-        self, transaction: TaskTransaction, router: PartitionRouter, buffer_memory: int
-    ) -> None:
+    def __init__(self, transaction: TaskTransaction, router: PartitionRouter) -> None:
         self._transaction = transaction
         self._router = router
-        self._buffer_memory = buffer_memory
-        self._buffers: dict[TopicPartition, _Buffer] = {}
-        self._buffered = 0
-        self.peak_buffered_bytes = 0
+
+    @property
+    def peak_buffered_bytes(self) -> int:
+        return self._transaction.peak_buffered_bytes
 
     def write_all(self, batches: Iterable[Any]) -> None:
         for batch in batches:
-            for tp, piece in self._router.route(batch):
-                self._add(tp, piece)
-        for tp in list(self._buffers):
-            self._flush(tp)
-
-    def _add(self, tp: TopicPartition, piece: Any) -> None:
-        size = piece.nbytes
-        limit = self._router.flush_bytes(tp.topic)
-        buffer = self._buffers.get(tp)
-        if buffer is not None and buffer.nbytes + size > limit:
-            self._flush(tp)
-        buffer = self._buffers.setdefault(tp, _Buffer())
-        buffer.pieces.append(piece)
-        buffer.nbytes += size
-        self._buffered += size
-        self.peak_buffered_bytes = max(self.peak_buffered_bytes, self._buffered)
-        if buffer.nbytes >= limit:
-            self._flush(tp)
-        while self._buffered > self._buffer_memory:
-            self._flush(max(self._buffers, key=lambda t: self._buffers[t].nbytes))
-
-    def _flush(self, tp: TopicPartition) -> None:
-        buffer = self._buffers.pop(tp, None)
-        if buffer is None:
-            return
-        self._buffered -= buffer.nbytes
-        self._transaction.register([tp, *self._buffers])  # what will follow: one request
-        pieces = buffer.pieces
-        records = pieces[0] if len(pieces) == 1 else pa.Table.from_batches(pieces)
-        self._transaction.write(tp, records)
+            pieces = list(self._router.route(batch))
+            # the partitions new to the transaction, in one request (C-16)
+            self._transaction.register(tp for tp, _ in pieces)
+            for tp, piece in pieces:
+                self._transaction.write(tp, piece)
 
 
 def write_task(
@@ -227,7 +186,7 @@ def write_task(
             pass
         return protocol.skipped_task(batch_id, task_id, attempt), 0
     router = PartitionRouter(backend, options, columns, task_id)
-    writer = TaskWriter(transaction, router, options.buffer_memory)
+    writer = TaskWriter(transaction, router)
     try:
         writer.write_all(batches)
         if attempt == 0:  # the first attempt only, so that Spark's retry can succeed

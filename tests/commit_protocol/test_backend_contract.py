@@ -24,6 +24,7 @@ from txn_log.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
     RecordTooLargeError,
+    TransactionAbortableError,
     TxnLogError,
 )
 from txn_log.log import Log
@@ -259,7 +260,27 @@ def test_large_writes_are_split_into_batches_the_topic_accepts(harness: Harness)
     txn.write(TopicPartition(TOPIC, 0), rows(*(f"{i:0>1000}" for i in range(count))))
     (written,) = txn.written()
     assert written.record_count == count and written.batch_count >= 3
-    with pytest.raises(RecordTooLargeError, match="out-0"):
-        txn.write(TopicPartition(TOPIC, 0), rows("x" * (limit + 1)))
     protocol.commit(0, [protocol.prepare_task(txn, 0, 0, 0)])
     assert [int(v) for v in harness.read_values(TOPIC)] == list(range(count))
+
+
+def test_a_record_too_large_fails_the_write_and_leaves_the_task_abortable_only(
+    harness: Harness,
+) -> None:
+    """F-09: a record over max.message.bytes on its own is refused, naming the partition;
+    the task's transaction may then lack a record the task meant for it, so, as after any
+    failed send of Kafka's transactional producer, it can only abort: nothing of it commits."""
+    protocol = SinkCommitProtocol(harness.backend, SINK)
+    limit = harness.backend.max_batch_bytes(TOPIC)
+    txn = protocol.begin_task(0, 0)
+    assert txn is not None
+    txn.write(TopicPartition(TOPIC, 1), rows("never-committed"))
+    with pytest.raises(RecordTooLargeError, match="out-0"):
+        txn.write(TopicPartition(TOPIC, 0), rows("x" * (limit + 1)))
+    with pytest.raises(TransactionAbortableError, match="RecordTooLargeError"):
+        protocol.prepare_task(txn, 0, 0, 0)
+    txn.abort()
+    assert harness.open_transactions() == []
+    assert harness.read_values(TOPIC) == []
+    assert protocol.commit(0, [run_task(protocol, 0, 0, {0: ["a"]}, attempt=1)])
+    assert harness.read_values(TOPIC) == [b"a"]

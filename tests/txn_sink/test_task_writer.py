@@ -79,6 +79,8 @@ class RecordingTransaction:
 
     def abort(self) -> None: ...
 
+    peak_buffered_bytes = 0
+
 
 @pytest.fixture
 def log_path(tmp_path: Path) -> Path:
@@ -103,18 +105,41 @@ def batch(start: int, count: int, *, value_size: int = 100, **extra: Any) -> pa.
     return pa.record_batch(list(columns.values()), names=list(columns))
 
 
-def test_buffers_stay_within_batch_size_and_buffer_memory(log_path: Path) -> None:
-    opts = options(log_path, **{"batch.size": "20000", "buffer.memory": "50000"})
+def test_every_piece_is_routed_to_the_transaction_in_input_order(log_path: Path) -> None:
+    """The task writer only routes: every row reaches the transaction once, keyed rows on
+    their murmur2 partition, in input order within a partition (buffering is the producer's,
+    below)."""
+    opts = options(log_path)
     backend = EmbeddedBackend.open(log_path)
     router = PartitionRouter(backend, opts, InputColumns(("value", "key")), task_id=0)
     txn = RecordingTransaction()
-    writer = TaskWriter(txn, router, opts.buffer_memory)  # type: ignore[arg-type]
-    writer.write_all(batch(i, 100) for i in range(0, 20_000, 100))
-    assert sum(rows for _, rows, _ in txn.writes) == 20_000
-    assert max(size for _, _, size in txn.writes) <= 20_000
-    piece = batch(0, 100).nbytes  # at most one input batch over the limit
-    assert 0 < writer.peak_buffered_bytes <= 50_000 + piece
+    writer = TaskWriter(txn, router)  # type: ignore[arg-type]
+    writer.write_all(batch(i, 100) for i in range(0, 2_000, 100))
+    assert sum(rows for _, rows, _ in txn.writes) == 2_000
     assert {tp.partition for tp, _, _ in txn.writes} == {0, 1, 2, 3}
+
+
+def test_buffers_stay_within_batch_size_and_buffer_memory(log_path: Path) -> None:
+    """The task's producer (``Producer.send_batch``) appends a partition's buffer before it
+    passes batch.size, and the largest buffers early to keep them all within buffer.memory
+    (at most one input piece over)."""
+    opts = options(log_path, **{"batch.size": "20000", "buffer.memory": "50000"})
+    columns = InputColumns(("value", "key"))
+    message, peak = write_task(
+        opts, columns, SINK, 0, (0, 0), (batch(i, 100) for i in range(0, 20_000, 100))
+    )
+    assert message.record_count == 20_000
+    piece = batch(0, 100).nbytes  # at most one input batch over the limit
+    assert 0 < peak <= 50_000 + piece
+    assert {p.partition for p in message.partitions} == {0, 1, 2, 3}
+    log = Log.open(log_path)
+    for tp in log.partitions("out"):
+        batches = list(log.partition_log(tp).read(0))
+        # each batch holds at most batch.size of Arrow bytes: 100 rows of the input take
+        # ``piece`` bytes, so no batch may hold more rows than that share allows
+        most = max(header.records_count for header, _ in batches)
+        assert most <= 20_000 * 100 // piece + 1, f"{tp}: a batch of {most} rows"
+    log.close()
 
 
 def test_writes_land_by_partition_column_then_key_then_round_robin(log_path: Path) -> None:

@@ -622,6 +622,7 @@ def test_an_abort_entry_whose_marker_never_landed_stalls_and_hides_nothing(
     assert plog.log_end_offset == marker_offset  # the data is there, the marker is not
     if between == "another_writer":
         task.write(tp, pa.record_batch([pa.array([b"task-%d" % i for i in range(3)])], ["value"]))
+        task.flush()  # the producer buffers what a task writes: append it now
     live.coordinator.transactions()  # any coordinator call rolls the abort forward
     if between == "another_writer":
         task.abort()
