@@ -322,13 +322,7 @@ class Producer:
         record is not buffered. Inside a transaction any failure leaves the producer
         abortable only (see the module doc).
         """
-        self._check_usable()
-        if self.transactional_id is not None and self._state is not _State.IN_TRANSACTION:
-            self._maybe_fenced_since_prepare()
-            raise InvalidTxnStateError(
-                f"send() to {topic!r} outside a transaction: a transactional producer must call "
-                "begin_transaction() first"
-            )
+        self._check_can_send(f"send() to {topic!r}")
         try:
             return self._send(topic, value, key, partition, headers, timestamp_ms)
         except BaseException as error:
@@ -389,13 +383,7 @@ class Producer:
         buffer is encoded. Inside a transaction any failure leaves the producer abortable
         only, as with ``send()``.
         """
-        self._check_usable()
-        if self.transactional_id is not None and self._state is not _State.IN_TRANSACTION:
-            self._maybe_fenced_since_prepare()
-            raise InvalidTxnStateError(
-                f"send_batch() to {topic_partition} outside a transaction: a transactional "
-                "producer must call begin_transaction() first"
-            )
+        self._check_can_send(f"send_batch() to {topic_partition}")
         try:
             self._send_batch(topic_partition, records)
         except BaseException as error:
@@ -431,6 +419,16 @@ class Producer:
         self._buffered(size)
         if buffer.size >= limit:
             self._call(self._drain, tp)
+
+    def _check_can_send(self, call: str) -> None:
+        """A transactional producer sends inside a transaction only."""
+        self._check_usable()
+        if self.transactional_id is not None and self._state is not _State.IN_TRANSACTION:
+            self._maybe_fenced_since_prepare()
+            raise InvalidTxnStateError(
+                f"{call} outside a transaction: a transactional producer must call "
+                "begin_transaction() first"
+            )
 
     def _maybe_fenced_since_prepare(self) -> None:
         """A send after ``prepare_transaction()`` is refused; if a newer instance fenced this

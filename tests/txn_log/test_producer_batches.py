@@ -5,7 +5,6 @@ coordinator's atomic commit (C-16, C-36, C-38, P-13)."""
 
 from __future__ import annotations
 
-import itertools
 import random
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.txn_log.test_producer_errors import (  # the same log: topics out and small
+    LIMIT,
+    OUT0,
+    OUT1,
+    SMALL0,
+    assert_consecutive_sequences,
+)
 from txn_log.clock import ManualClock
 from txn_log.coordinator.atomic_commit_format import TxnRef
 from txn_log.errors import (
@@ -27,11 +33,6 @@ from txn_log.log import Log
 from txn_log.producer import PartitionWrites
 from txn_log.record.batch_header import BatchHeader
 from txn_log.topic_partition import TopicPartition
-
-OUT0, OUT1 = TopicPartition("out", 0), TopicPartition("out", 1)
-SMALL0 = TopicPartition("small", 0)
-LIMIT = 10_000
-"""max.message.bytes of the topic ``small``."""
 
 
 @pytest.fixture
@@ -56,12 +57,6 @@ def values(log: Log, tp: TopicPartition, level: str = "read_committed") -> list[
 
 def headers(log: Log, tp: TopicPartition) -> list[BatchHeader]:
     return [h for h, _ in log.partition_log(tp).read(0) if not h.is_control]
-
-
-def assert_consecutive_sequences(found: list[BatchHeader]) -> None:
-    """P-08, P-09: each batch starts where the previous one ended."""
-    expected = list(itertools.accumulate(h.records_count for h in found[:-1]))
-    assert [h.base_sequence for h in found] == [0, *expected]
 
 
 def test_arrow_batches_and_records_share_one_path_and_keep_send_order(log: Log) -> None:
