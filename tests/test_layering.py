@@ -259,6 +259,7 @@ ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "txn_log.read_committed",
                 "txn_log.producer_record",
                 "txn_log.record_accumulator",
+                "txn_log.transaction_manager",
                 "txn_log.producer",
                 "txn_log.consumer",
             }

@@ -26,36 +26,24 @@ batches leave), so a producer's memory is bounded whatever it is given to send.
 ``prepare_transaction()`` is KIP-939's first phase: everything is appended and durable and the
 instance still owns its transactional id, but the transaction stays open for another party to
 complete: the Spark sink's driver, which commits many task transactions as one atomic commit
-of the coordinator (DESIGN §4 "Batch commit").
+of the coordinator (DESIGN §4 "Atomic commit").
 
-A fatal error (fenced, out-of-order sequence) makes the producer unusable: every later call
-raises it again (P-13, C-40). Any other failure of ``send()``, ``flush()`` or
+The producer id, epoch and transaction state live in its ``TransactionManager``
+(``transaction_manager``): a fatal error (fenced, out-of-order sequence) makes the producer
+unusable (P-13, C-40), and any other failure of ``send()``, ``send_batch()``, ``flush()`` or
 ``send_offsets_to_transaction()`` inside a transaction leaves it *abortable only*, as Kafka's
-TransactionManager ABORTABLE_ERROR: every later call but ``abort_transaction()`` and
-``close()`` raises TransactionAbortableError chained to that failure, so a transaction that
-may lack a record never commits. Not thread-safe: one thread drives one producer (C-39).
+ABORTABLE_ERROR, so a transaction that may lack a record never commits. Not thread-safe: one
+thread drives one producer (C-39).
 """
 
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
-from txn_log.errors import (
-    ConcurrentTransactionsError,
-    ConfigError,
-    FatalError,
-    FencedError,
-    InvalidTxnStateError,
-    TransactionAbortableError,
-    TxnLogError,
-    UnknownTopicOrPartitionError,
-)
+from txn_log.errors import ConfigError, TxnLogError, UnknownTopicOrPartitionError
 from txn_log.group_offsets import (
     OFFSETS_PARTITION,
     GroupOffsetStore,
@@ -87,32 +75,24 @@ from txn_log.record_accumulator import (
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_partition import TopicPartition
+from txn_log.transaction_manager import (
+    PartitionWrites,
+    PreparedTxnState,
+    State,
+    TransactionManager,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from txn_log.storage.partition_log import PartitionLog
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
 DEFAULT_BATCH_SIZE = 512 * 1024
 DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024  # Kafka's buffer.memory
 ARROW_FILL = 15 / 16
 """Arrow batches leave their buffer below ``max.message.bytes`` by this margin: their size is
 an estimate of the encoded one (a batch that still comes out too large is split)."""
-INIT_ATTEMPTS = 20
-INIT_BACKOFF_S = 0.05
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at int32 max (P-12)
-
-
-class _State(Enum):
-    UNINITIALIZED = "uninitialized"
-    READY = "ready"
-    IN_TRANSACTION = "in transaction"
-    ABORTABLE_ERROR = "abortable error"  # only abort_transaction() and close() are allowed
-    PREPARED = "prepared"  # KIP-939: complete it elsewhere; here only abort and close
-    FATAL = "fatal error"
-    CLOSED = "closed"
 
 
 @dataclass(frozen=True)
@@ -122,24 +102,6 @@ class RecordMetadata:
     topic_partition: TopicPartition
     base_offset: int
     last_offset: int
-
-
-@dataclass(frozen=True)
-class PreparedTxnState:
-    """A transaction ``prepare_transaction()`` left open for another party to complete:
-    whoever holds it commits or aborts it with the coordinator (KIP-939's PreparedTxnState)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-
-
-@dataclass(frozen=True)
-class PartitionWrites:
-    """What the current transaction appended to one partition."""
-
-    records: int
-    batches: int
 
 
 @dataclass(frozen=True)
@@ -179,10 +141,11 @@ class Producer:
         if not isinstance(buffer_memory, int) or buffer_memory < 1:
             raise ConfigError(f"buffer.memory must be a positive integer, got {buffer_memory!r}")
         self._log = log_manager
-        self._coordinator = coordinator
         self._group_offsets = group_offsets
+        self._txn = TransactionManager(
+            coordinator, log_manager.clock, transactional_id, transaction_timeout_ms
+        )
         self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
         self.compression = (
             compression if isinstance(compression, Compression) else Compression.parse(compression)
         )
@@ -190,73 +153,50 @@ class Producer:
         self.buffer_memory = buffer_memory
         self.metadata_max_age_ms = metadata_max_age_ms
         self._topics: dict[str, _TopicMetadata] = {}
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self._state = _State.UNINITIALIZED
-        self._fatal: TxnLogError | None = None
-        self._abortable: BaseException | None = None  # what failed the transaction
         self._sequences: dict[TopicPartition, int] = {}
         self._buffers: dict[TopicPartition, ProducerBuffer] = {}
         self._buffered_bytes = 0  # of every buffer together
         self.peak_buffered_bytes = 0
-        self._txn_writes: dict[TopicPartition, PartitionWrites] = {}
-        self._txn_partitions: set[TopicPartition] = set()
-        self._txn_started_ms = -1
         self._round_robin = itertools.count()
         self._written: set[TopicPartition] = set()
         self._topic_ids: dict[TopicPartition, str | None] = {}  # of the partitions written
 
     # --- life cycle ------------------------------------------------------------------------------
 
+    @property
+    def producer_id(self) -> int:
+        return self._txn.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._txn.producer_epoch
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        return self._txn.transaction_timeout_ms
+
     def init_transactions(self) -> None:
         """Get a producer id and epoch; fence and finish older instances (C-14, C-33)."""
-        self._check_usable()
-        if self.transactional_id is None:
-            raise InvalidTxnStateError(
-                "init_transactions() needs a transactional id; this producer is idempotent only"
-            )
-        self._call(self._init_producer_id)
-
-    def _init_producer_id(self) -> None:
-        """InitProducerId; retried while a previous instance's commit or abort is being
-        completed (CONCURRENT_TRANSACTIONS is retriable, E-10: Kafka's producer retries it)."""
-        for attempt in range(INIT_ATTEMPTS):
-            try:
-                self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(
-                    self.transactional_id, self.transaction_timeout_ms
-                )
-                break
-            except ConcurrentTransactionsError:
-                if attempt == INIT_ATTEMPTS - 1:
-                    raise
-                time.sleep(INIT_BACKOFF_S)
+        self._txn.init_transactions()
         self._sequences.clear()
-        self._state = _State.READY
 
     def begin_transaction(self) -> None:
         """Start a transaction (local only: the coordinator learns of it at the first write)."""
-        self._require(_State.READY, "begin_transaction()")
-        if self.transactional_id is None:
-            raise InvalidTxnStateError("begin_transaction() on a producer without transactional id")
-        self._state = _State.IN_TRANSACTION
-        self._txn_partitions.clear()
-        self._txn_writes.clear()
-        self._txn_started_ms = -1
+        self._txn.begin()
 
     def commit_transaction(self) -> None:
         """Flush (durably), then EndTxn(COMMIT) (C-36)."""
-        self._require(_State.IN_TRANSACTION, "commit_transaction()")
+        self._txn.check_can_end(commit=True)
         self.flush()
-        self._call(self._end_txn, True)
+        self._txn.end(commit=True)
 
     def abort_transaction(self) -> None:
         """Drop what is buffered, then EndTxn(ABORT) (C-37); the only call a transaction in
         the abortable error or prepared state allows, and it returns the producer to READY."""
-        if self._state not in (_State.ABORTABLE_ERROR, _State.PREPARED):
-            self._require(_State.IN_TRANSACTION, "abort_transaction()")
+        self._txn.check_can_end(commit=False)
         self._buffers.clear()
         self._buffered_bytes = 0
-        self._call(self._end_txn, False)
+        self._txn.end(commit=False)
 
     def prepare_transaction(self) -> PreparedTxnState:
         """KIP-939's prepareTransaction: append and fsync everything buffered, then confirm
@@ -266,39 +206,21 @@ class Producer:
         names it for whoever completes it (the coordinator's atomic commit of many
         transactions). Afterwards this producer allows only ``abort_transaction()`` and
         ``close()``."""
-        self._require(_State.IN_TRANSACTION, "prepare_transaction()")
+        self._txn.require(State.IN_TRANSACTION, "prepare_transaction()")
         self.flush()
-        transactional_id = self._transactional_id()
-        self._call(
-            self._coordinator.check_producer,
-            transactional_id,
-            self.producer_id,
-            self.producer_epoch,
-        )
-        self._state = _State.PREPARED
-        return PreparedTxnState(transactional_id, self.producer_id, self.producer_epoch)
+        return self._txn.prepare()
 
     def transaction_writes(self) -> dict[TopicPartition, PartitionWrites]:
         """Records and batches appended per partition in the current transaction (what is
         still buffered is not counted), sorted by partition."""
-        return dict(sorted(self._txn_writes.items()))
-
-    def _end_txn(self, commit: bool) -> None:
-        if self._txn_partitions:
-            self._coordinator.end_txn(
-                self._transactional_id(), self.producer_id, self.producer_epoch, commit
-            )
-        self._state = _State.READY
-        self._abortable = None
-        self._txn_partitions.clear()
-        self._txn_writes.clear()
+        return self._txn.writes()
 
     def close(self) -> None:
         """Flush what is buffered outside a transaction; an open transaction is left to the
         coordinator's timeout or the next instance, as in Kafka."""
-        if self._state in (_State.READY, _State.UNINITIALIZED) and self._fatal is None:
+        if self._txn.state in (State.READY, State.UNINITIALIZED) and not self._txn.is_fatal:
             self.flush()
-        self._state = _State.CLOSED
+        self._txn.close()
 
     # --- sending ---------------------------------------------------------------------------------
 
@@ -322,11 +244,11 @@ class Producer:
         record is not buffered. Inside a transaction any failure leaves the producer
         abortable only (see the module doc).
         """
-        self._check_can_send(f"send() to {topic!r}")
+        self._txn.require_open_transaction(f"send() to {topic!r}")
         try:
             return self._send(topic, value, key, partition, headers, timestamp_ms)
         except BaseException as error:
-            self._maybe_abortable(error)
+            self._txn.maybe_abortable(error)
             raise
 
     def _send(
@@ -338,8 +260,7 @@ class Producer:
         headers: object,
         timestamp_ms: object,
     ) -> TopicPartition:
-        if self._txn_started_ms >= 0:
-            self._call(self._check_transaction_timeout)  # one clock read unless it has expired
+        self._txn.maybe_check_transaction_timeout()
         name, chosen = (
             (topic, partition)  # a topic is cached only after it passed check_destination
             if type(topic) is str
@@ -383,16 +304,15 @@ class Producer:
         buffer is encoded. Inside a transaction any failure leaves the producer abortable
         only, as with ``send()``.
         """
-        self._check_can_send(f"send_batch() to {topic_partition}")
+        self._txn.require_open_transaction(f"send_batch() to {topic_partition}")
         try:
             self._send_batch(topic_partition, records)
         except BaseException as error:
-            self._maybe_abortable(error)
+            self._txn.maybe_abortable(error)
             raise
 
     def _send_batch(self, tp: TopicPartition, records: Any) -> None:
-        if self._txn_started_ms >= 0:
-            self._call(self._check_transaction_timeout)
+        self._txn.maybe_check_transaction_timeout()
         if not isinstance(tp, TopicPartition):
             raise ConfigError(f"send_batch() needs a TopicPartition, got {tp!r}")
         name, partition = check_destination(tp.topic, tp.partition)
@@ -418,35 +338,13 @@ class Producer:
         buffer.add(records)
         self._buffered(size)
         if buffer.size >= limit:
-            self._call(self._drain, tp)
-
-    def _check_can_send(self, call: str) -> None:
-        """A transactional producer sends inside a transaction only."""
-        self._check_usable()
-        if self.transactional_id is not None and self._state is not _State.IN_TRANSACTION:
-            self._maybe_fenced_since_prepare()
-            raise InvalidTxnStateError(
-                f"{call} outside a transaction: a transactional producer must call "
-                "begin_transaction() first"
-            )
-
-    def _maybe_fenced_since_prepare(self) -> None:
-        """A send after ``prepare_transaction()`` is refused; if a newer instance fenced this
-        one meanwhile, say that (ProducerFencedError, fatal), as it is the caller's real
-        problem: its prepared transaction can never commit."""
-        if self._state is _State.PREPARED:
-            self._call(
-                self._coordinator.check_producer,
-                self._transactional_id(),
-                self.producer_id,
-                self.producer_epoch,
-            )
+            self._txn.call(self._drain, tp)
 
     def _drain_before_buffering(self, tp: TopicPartition, what: str) -> None:
         """Append ``tp``'s buffer before buffering more for it; if that fails, nothing new is
         buffered."""
         try:
-            self._call(self._drain, tp)  # appends all of it or raises
+            self._txn.call(self._drain, tp)  # appends all of it or raises
         except TxnLogError as error:
             error.add_note(f"send to {tp} did not buffer its {what}: the full buffer failed")
             raise
@@ -500,39 +398,12 @@ class Producer:
         """AddPartitionsToTxn for ``partitions`` now, in one request, ahead of their records
         (C-16, C-38); sends register the partitions they buffer on their own when their
         buffers are first appended. Inside a transaction only."""
-        self._check_usable()
-        if self._state is not _State.IN_TRANSACTION:
-            self._maybe_fenced_since_prepare()
-        self._require(_State.IN_TRANSACTION, "register_partitions()")
+        self._txn.require_open_transaction("register_partitions()")
         try:
-            self._call(self._register_partitions, partitions)
+            self._txn.call(self._txn.register_partitions, partitions)
         except BaseException as error:
-            self._maybe_abortable(error)
+            self._txn.maybe_abortable(error)
             raise
-
-    def _register_partitions(self, partitions: Iterable[TopicPartition]) -> None:
-        """AddPartitionsToTxn for every buffered partition new to the transaction, in one
-        request, before any of them is written (C-16, C-38)."""
-        self._check_transaction_timeout()
-        new = sorted(set(partitions) - self._txn_partitions)
-        if not new:
-            return
-        self._coordinator.add_partitions(
-            self._transactional_id(), self.producer_id, self.producer_epoch, new
-        )
-        if not self._txn_partitions:
-            self._txn_started_ms = self._log.clock.time_ms()
-        self._txn_partitions.update(new)
-
-    def _check_transaction_timeout(self) -> None:
-        """Past its timeout the coordinator aborts the transaction with an epoch bump (C-25);
-        asking it now makes that happen and fences this instance, without a daemon."""
-        if self._txn_started_ms < 0:
-            return
-        if self._log.clock.time_ms() - self._txn_started_ms > self.transaction_timeout_ms:
-            self._coordinator.check_producer(
-                self._transactional_id(), self.producer_id, self.producer_epoch
-            )
 
     def flush(self) -> list[RecordMetadata]:
         """Append every buffered record and make it durable (fsync) before returning.
@@ -541,14 +412,14 @@ class Producer:
         record that can never be written (``_drain``); inside a transaction the producer is
         then abortable only.
         """
-        self._check_usable()
+        self._txn.check_usable()
         try:
             results = []
             for tp in list(self._buffers):
-                results.extend(self._call(self._drain, tp))
+                results.extend(self._txn.call(self._drain, tp))
             flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
         except BaseException as error:
-            self._maybe_abortable(error)
+            self._txn.maybe_abortable(error)
             raise
         self._written.clear()
         return results
@@ -575,10 +446,9 @@ class Producer:
             self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
 
     def _drain_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> list[RecordMetadata]:
-        if self.producer_id < 0:
-            self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(None, 0)
+        self._txn.ensure_producer_id()
         if self.transactional_id is not None:
-            self._register_partitions(t for t, b in self._buffers.items() if b.count)
+            self._txn.register_partitions(t for t, b in self._buffers.items() if b.count)
         plog = self._partition_log_for_drain(tp, buffer)
         if self._topic_ids.setdefault(tp, plog.topic_id) != plog.topic_id:
             # the topic was deleted and re-created: a new partition, which has never seen this
@@ -602,9 +472,7 @@ class Producer:
             self._written.add(tp)
             buffer.remove_head(count)
             results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
-            if self.transactional_id is not None:
-                done = self._txn_writes.get(tp, PartitionWrites(0, 0))
-                self._txn_writes[tp] = PartitionWrites(done.records + count, done.batches + 1)
+            self._txn.record_append(tp, count)
         del self._buffers[tp]
         return results
 
@@ -646,26 +514,19 @@ class Producer:
     ) -> None:
         """Commit ``offsets`` (next offsets to read) for ``group_id`` inside the transaction:
         visible only if it commits (C-35, O-02..O-04)."""
-        self._require(_State.IN_TRANSACTION, "send_offsets_to_transaction()")
+        self._txn.require(State.IN_TRANSACTION, "send_offsets_to_transaction()")
         try:
             validate_group_id(group_id)
             normalized = normalize_offsets(offsets)
-            self._call(self._send_offsets, normalized, group_id)
+            self._txn.call(self._send_offsets, normalized, group_id)
         except BaseException as error:
-            self._maybe_abortable(error)
+            self._txn.maybe_abortable(error)
             raise
 
     def _send_offsets(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], group_id: str
     ) -> None:
-        self._check_transaction_timeout()
-        if OFFSETS_PARTITION not in self._txn_partitions:
-            self._coordinator.add_offsets(
-                self._transactional_id(), self.producer_id, self.producer_epoch, group_id
-            )
-            if not self._txn_partitions:
-                self._txn_started_ms = self._log.clock.time_ms()
-            self._txn_partitions.add(OFFSETS_PARTITION)
+        self._txn.register_offsets(group_id)
         batch = self._group_offsets.encode_batch(
             group_id,
             offsets,
@@ -676,53 +537,3 @@ class Producer:
         plog = self._log.partition_log(OFFSETS_PARTITION)
         plog.append(batch, origin=AppendOrigin.COORDINATOR)
         self._written.add(OFFSETS_PARTITION)
-
-    # --- state checks ----------------------------------------------------------------------------
-
-    def _transactional_id(self) -> str:
-        if self.transactional_id is None:
-            raise InvalidTxnStateError("this producer has no transactional id")
-        return self.transactional_id
-
-    def _check_usable(self) -> None:
-        if self._fatal is not None:
-            raise type(self._fatal)(
-                f"producer {self.producer_id} ({self.transactional_id!r}) hit a fatal error "
-                f"earlier and cannot be used again (P-13): {self._fatal}"
-            )
-        if self._state is _State.CLOSED:
-            raise InvalidTxnStateError(f"producer {self.transactional_id!r} is closed")
-        if self._state is _State.ABORTABLE_ERROR:
-            error = self._abortable
-            raise TransactionAbortableError(
-                f"transactional producer {self.transactional_id!r} (producer id "
-                f"{self.producer_id}, epoch {self.producer_epoch}): a call in its transaction "
-                f"failed with {type(error).__name__}: {error}; the transaction may lack a "
-                "record, so only abort_transaction() is allowed, then a new transaction"
-            ) from error
-
-    def _require(self, state: _State, call: str) -> None:
-        self._check_usable()
-        if self._state is not state:
-            raise InvalidTxnStateError(
-                f"{call} on producer {self.transactional_id!r} in state {self._state.value}; "
-                f"it needs state {state.value}"
-            )
-
-    def _maybe_abortable(self, error: BaseException) -> None:
-        """After ``error`` failed send(), flush() or send_offsets_to_transaction(): inside a
-        transaction, unless the producer became fatal, the transaction is abortable only
-        (Kafka's maybeTransitionToErrorState): whatever failed, a record (or offset) the caller
-        meant for it may be missing."""
-        if self._state is _State.IN_TRANSACTION:
-            self._state = _State.ABORTABLE_ERROR
-            self._abortable = error
-
-    def _call(self, method: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """Run ``method``; a fenced or fatal error poisons the producer (P-13, C-40)."""
-        try:
-            return method(*args, **kwargs)
-        except (FencedError, FatalError) as error:
-            self._fatal = error
-            self._state = _State.FATAL
-            raise
