@@ -205,24 +205,32 @@ def _read_if_exists(path: Path) -> bytes | None:
         return None
 
 
-def _swap_in(partition: PartitionLog, segment: LogSegment) -> bool:
+def _swap_in(partition: PartitionLog, segment: LogSegment, *, wait: bool) -> bool:
     """Commit and finish the swap of ``segment`` under the partition lock; False (and the
-    cleaned files deleted) when retention deleted it or another cleaner replaced it first."""
+    cleaned files deleted) when retention deleted it or another cleaner replaced it first.
+    LogLockedError (cleaned files deleted) when not ``wait``ing and a writer holds it."""
     directory = partition.directory
-    with partition.maintenance_locked():
-        if not segment.log_path.exists() or segment.is_replaced():
-            remove_cleaner_files(directory, segment.base_offset)
-            return False
-        commit_swap(directory, segment.base_offset)
-        finish_swap(directory, segment.base_offset)
+    try:
+        with partition.maintenance_locked(wait=wait):
+            if not segment.log_path.exists() or segment.is_replaced():
+                remove_cleaner_files(directory, segment.base_offset)
+                return False
+            commit_swap(directory, segment.base_offset)
+            finish_swap(directory, segment.base_offset)
+    except LogLockedError:
+        remove_cleaner_files(directory, segment.base_offset)
+        raise
     return True
 
 
-def clean_partition(partition: PartitionLog, now_ms: int, *, force: bool = False) -> CleanerStats:
+def clean_partition(
+    partition: PartitionLog, now_ms: int, *, force: bool = False, wait: bool = True
+) -> CleanerStats:
     """Clean one partition of a compacted topic once (see the module docstring).
 
     ``force`` cleans whatever the dirty ratio. Never waits for another cleaner (skipped), and
-    holds the partition lock only to take its snapshot and for each segment's swap.
+    holds the partition lock only to take its snapshot and for each segment's swap; without
+    ``wait`` (housekeeping) a partition a writer holds at those moments is skipped.
     """
     name = str(partition.topic_partition)
     config = partition.config
@@ -236,7 +244,7 @@ def clean_partition(partition: PartitionLog, now_ms: int, *, force: bool = False
     except FileNotFoundError:
         return CleanerStats(name, skipped="deleted with its topic")
     try:
-        return _clean_locked(partition, now_ms, force)
+        return _clean_locked(partition, now_ms, force, wait)
     except (LogLockedError, UnknownTopicOrPartitionError) as error:
         return CleanerStats(name, skipped=str(error))
     finally:
@@ -244,9 +252,9 @@ def clean_partition(partition: PartitionLog, now_ms: int, *, force: bool = False
         lock.close()
 
 
-def _clean_locked(partition: PartitionLog, now_ms: int, force: bool) -> CleanerStats:
+def _clean_locked(partition: PartitionLog, now_ms: int, force: bool, wait: bool) -> CleanerStats:
     name, config, directory = str(partition.topic_partition), partition.config, partition.directory
-    with partition.maintenance_locked() as current:
+    with partition.maintenance_locked(wait=wait) as current:
         recover_cleaner_files(directory)
         segments = list(current)
         end = min(partition.last_stable_offset, segments[-1].base_offset)  # B-17
@@ -274,7 +282,7 @@ def _clean_locked(partition: PartitionLog, now_ms: int, force: bool) -> CleanerS
         txn_raw = _read_if_exists(segment.txn_index.path)  # copied unchanged (cleaner_swap)
         size = write_cleaned(directory, segment.base_offset, batches, headers, txn_raw,
                              config.index_interval_bytes)  # fmt: skip
-        if _swap_in(partition, segment):
+        if _swap_in(partition, segment, wait=wait):
             cleaned.append(segment.base_offset)
             before, after = before + segment.size, after + size
     cleanable_end = chosen[-1].next_offset if chosen else 0
@@ -282,8 +290,7 @@ def _clean_locked(partition: PartitionLog, now_ms: int, force: bool) -> CleanerS
     if following:
         cleanable_end = following[0]
     write_durably(directory / CHECKPOINT_FILE, f"{cleanable_end}\n".encode())
-    with partition.maintenance_locked():
-        pass  # picks up the cleaned copies in this process's own view
+    _ = partition.log_start_offset  # this process's own view takes the cleaned copies
     return CleanerStats(
         name, tuple(cleaned), before, after, context.records_removed, context.batches_removed,
         ratio,
