@@ -57,8 +57,10 @@ from txn_log.topic_config import (
 )
 from txn_log.topic_partition import TopicPartition
 
-INTERNAL_CONFIG = {"cleanup.policy": "compact"}
-"""C-02: the transaction log and the offsets topic are compacted topics (as Kafka's)."""
+INTERNAL_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+"""C-02: the transaction log and the offsets topic are compacted topics, in segments of 100 MiB
+(Kafka's ``transaction.state.log.segment.bytes`` and ``offsets.topic.segment.bytes``): the
+cleaner never cleans the active segment, so smaller segments let it start sooner."""
 
 FORMAT_FILE = "txnlog.json"
 FORMAT_VERSION = 1
