@@ -37,6 +37,7 @@ from pathlib import Path
 
 from txn_log.errors import StorageError
 from txn_log.fault_points import crash_point
+from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader
 from txn_log.storage import offset_index, time_index
 from txn_log.storage.durable_file import fsync_directory
@@ -48,6 +49,7 @@ from txn_log.storage.file_names import (
     offset_file_name,
 )
 
+CLEANER_LOCK_FILE = ".cleaner.lock"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -152,9 +154,16 @@ def finish_swap(directory: Path, base_offset: int) -> None:
     crash_point("cleaner.after_swap")
 
 
-def recover_cleaner_files(directory: Path) -> list[str]:
+def recover_cleaner_files(directory: Path, *, cleaner_lock_held: bool = False) -> list[str]:
     """Finish committed swaps and delete uncommitted cleaner files (partition lock held);
-    one line per segment changed."""
+    one line per segment changed.
+
+    A live cleaner writes its ``.cleaned`` files without the partition lock, holding only
+    ``.cleaner.lock``: they are deleted only when that lock is free (its holder died: the
+    kernel released it) or held by the caller (``cleaner_lock_held``, the cleaner itself).
+    A ``.swap`` file always belongs to a dead cleaner: a live one commits and finishes its swap
+    within one hold of the partition lock, which the caller holds now.
+    """
     done: list[str] = []
     try:
         names = sorted(p.name for p in directory.iterdir())
@@ -171,11 +180,21 @@ def recover_cleaner_files(directory: Path) -> list[str]:
         else:  # the segment was deleted (retention) after the commit point: nothing to finish
             for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
                 _path(directory, base, suffix, SWAP_SUFFIX).unlink(missing_ok=True)
+    lock = None if cleaner_lock_held else FileLock(directory / CLEANER_LOCK_FILE)
+    cleaned_too = lock is None or lock.try_acquire()
     removed = 0
-    for path in directory.iterdir():
-        if path.name.endswith(CLEANED_SUFFIX) or path.name.endswith(SWAP_SUFFIX):
-            path.unlink(missing_ok=True)
-            removed += 1
+    try:
+        for path in directory.iterdir():
+            if path.name.endswith(SWAP_SUFFIX) or (
+                cleaned_too and path.name.endswith(CLEANED_SUFFIX)
+            ):
+                path.unlink(missing_ok=True)
+                removed += 1
+    finally:
+        if lock is not None:
+            if cleaned_too:
+                lock.release()
+            lock.close()
     if removed:
         fsync_directory(directory)
         done.append(f"deleted {removed} unfinished cleaner file(s) in {directory}")

@@ -42,6 +42,7 @@ from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader, parse_header
 from txn_log.storage.batch_rewriter import iter_raw_records, range_keeper, rebuild_batch
 from txn_log.storage.cleaner_swap import (
+    CLEANER_LOCK_FILE,
     commit_swap,
     finish_swap,
     recover_cleaner_files,
@@ -53,7 +54,6 @@ from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.segment import LogSegment
 from txn_log.storage.txn_index import AbortedTxn
 
-CLEANER_LOCK_FILE = ".cleaner.lock"
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
 
@@ -255,7 +255,7 @@ def clean_partition(
 def _clean_locked(partition: PartitionLog, now_ms: int, force: bool, wait: bool) -> CleanerStats:
     name, config, directory = str(partition.topic_partition), partition.config, partition.directory
     with partition.maintenance_locked(wait=wait) as current:
-        recover_cleaner_files(directory)
+        recover_cleaner_files(directory, cleaner_lock_held=True)
         segments = list(current)
         end = min(partition.last_stable_offset, segments[-1].base_offset)  # B-17
         state = partition.producer_state

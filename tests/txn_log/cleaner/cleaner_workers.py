@@ -5,6 +5,9 @@ Run as ``python -m tests.txn_log.cleaner.cleaner_workers ROLE LOG_DIR ...``:
     clean LOG_DIR                 run ``txnlog clean``'s cleaning of every compacted topic
                                   (``TXNLOG_CRASH_POINT`` may kill it at a swap step); prints
                                   the segments cleaned
+    hold_cleaner LOG_DIR          take partition ``table-0``'s cleaner lock as a cleaner does,
+                                  print ``held`` and sleep (a cleaner in the middle of its work)
+    write LOG_DIR FIRST COUNT     write rounds FIRST.. (``write_rounds``), one line per round
     read_loop LOG_DIR STOP_FILE   read topic ``table`` partition 0 lock-free, from the log start
                                   to the LSO and from offsets inside it, again and again until
                                   STOP_FILE exists; checks each read (``check_read``,
@@ -14,11 +17,14 @@ Run as ``python -m tests.txn_log.cleaner.cleaner_workers ROLE LOG_DIR ...``:
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
+from txn_log.file_lock import FileLock
 from txn_log.log import Log
 from txn_log.read_committed import AbortedTxnFilter
 from txn_log.record.codec import iter_records
+from txn_log.storage.cleaner_swap import CLEANER_LOCK_FILE
 from txn_log.storage.partition_reader import open_partition_reader
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
@@ -91,6 +97,42 @@ def read_committed(
         reader.close()
 
 
+def write_rounds(log: Log, first: int, count: int, *, announce: bool = False) -> None:
+    """``count`` rounds: each a committed transaction writing every key of ``KEYS`` and its
+    own ``unique_key``, then an aborted one (flushed, so its records reach the log; they must
+    never be seen), then a roll so that cleaning has closed segments to swap."""
+    producer = log.producer("writer")
+    producer.init_transactions()
+    partition = log.partition_log(TP)
+    for round_ in range(first, first + count):
+        for aborted in (False, True):
+            producer.begin_transaction()
+            for key in [*KEYS, unique_key(round_)]:
+                producer.send(TP.topic, value(key, round_, aborted=aborted), key=key, partition=0)
+            producer.flush()
+            if aborted:
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+        partition.roll()
+        if announce:
+            print(round_, flush=True)
+    producer.close()
+
+
+def write(log_dir: str, first: str, count: str) -> None:
+    with Log.open(log_dir, housekeeping_interval_ms=None) as log:
+        write_rounds(log, int(first), int(count), announce=True)
+
+
+def hold_cleaner(log_dir: str) -> None:
+    lock = FileLock(Path(log_dir) / TP.directory_name / CLEANER_LOCK_FILE)
+    if not lock.try_acquire():
+        raise SystemExit("the cleaner lock is already held")
+    print("held", flush=True)
+    time.sleep(600)
+
+
 def clean(log_dir: str) -> None:
     with Log.open(log_dir, housekeeping_interval_ms=None) as log:
         stats = log.log_manager.clean(TP.topic)
@@ -114,4 +156,5 @@ def read_loop(log_dir: str, stop_file: str) -> None:
 
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    {"clean": clean, "read_loop": read_loop}[role](*args)
+    roles = {"clean": clean, "read_loop": read_loop, "write": write, "hold_cleaner": hold_cleaner}
+    roles[role](*args)

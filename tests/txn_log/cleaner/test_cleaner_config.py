@@ -107,11 +107,12 @@ def _fill(path: Path, clock: ManualClock) -> None:
     log.create_topic(TP.topic, config={"cleanup.policy": "compact"})
     partition = log.partition_log(TP)
     producer = log.producer()
-    for round_ in range(5):
+    for round_ in range(6):
         for key in (b"a", b"b"):
             producer.send(TP.topic, b"%d" % round_, key=key, partition=0)
         producer.flush()
-    partition.roll()
+        if round_ >= 4:
+            partition.roll()  # round 4's batch, superseded, ends segment 0: a range keeper
     producer.send(TP.topic, b"tail", key=b"c", partition=0)
     producer.flush()
     log.close()
@@ -124,7 +125,7 @@ def test_txnlog_clean_prints_what_it_did_and_verify_passes(tmp_path: Path) -> No
     result = txnlog("clean", path, TP.topic, "--json")
     assert result.returncode == 0, result.stderr
     (stats,) = json.loads(result.stdout)
-    assert stats["segments_cleaned"] == [0] and stats["records_removed"] == 8
+    assert stats["segments_cleaned"] == [0] and stats["records_removed"] == 10
     assert stats["bytes_after"] < stats["bytes_before"]
     text = txnlog("clean", path)
     assert text.returncode == 0 and "Cleaned 0 segment(s)" in text.stdout
@@ -133,7 +134,11 @@ def test_txnlog_clean_prints_what_it_did_and_verify_passes(tmp_path: Path) -> No
     with Log.open(path, read_only=True) as log:
         reader = log.partition_reader(TP)
         values = [(r.key, r.value) for _, b in reader.read(0) for r in iter_records(b)]
-    assert values == [(b"a", b"4"), (b"b", b"4"), (b"c", b"tail")]
+    assert values == [(b"a", b"5"), (b"b", b"5"), (b"c", b"tail")]
+    with Log.open(path, read_only=True) as log:
+        bases = [s.base_offset for s in log.partition_reader(TP).segments]
+        ends = [s.next_offset for s in log.partition_reader(TP).segments]
+    assert bases[1:] == ends[:-1]  # the emptied segment still ends where the next begins
     refused = txnlog("clean", path, "nope")
     assert refused.returncode == 2 and "does not exist" in refused.stderr
 
@@ -148,6 +153,6 @@ def test_c02_housekeeping_runs_the_cleaner_when_the_dirty_ratio_is_reached(tmp_p
     log.partition_log(TP)
     first = log.run_housekeeping()
     assert [s.topic_partition for s in first.cleaned] == [str(TP)]
-    assert first.cleaned[0].records_removed == 8
+    assert first.cleaned[0].records_removed == 10
     assert log.run_housekeeping().cleaned == ()  # nothing dirty since
     log.close()

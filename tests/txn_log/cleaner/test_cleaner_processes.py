@@ -19,7 +19,7 @@ from tests.txn_log.cleaner.cleaner_workers import (
     check_suffix,
     read_committed,
     unique_key,
-    value,
+    write_rounds,
 )
 from tests.txn_log.cli.test_cli import txnlog
 from txn_log.log import Log
@@ -34,26 +34,6 @@ CRASH_POINTS = [
     ("cleaner.after_swap", 1),
     ("cleaner.after_swap", 2),
 ]
-
-
-def write_rounds(log: Log, first: int, count: int) -> None:
-    """``count`` rounds: each a committed transaction writing every key, then an aborted one
-    (whose values must never be seen), then a roll so that cleaning has segments to swap."""
-    producer = log.producer("writer")
-    producer.init_transactions()
-    partition = log.partition_log(TP)
-    for round_ in range(first, first + count):
-        for aborted in (False, True):
-            producer.begin_transaction()
-            for key in [*KEYS, unique_key(round_)]:
-                producer.send(TP.topic, value(key, round_, aborted=aborted), key=key, partition=0)
-            producer.flush()  # the aborted records reach the log too
-            if aborted:
-                producer.abort_transaction()
-            else:
-                producer.commit_transaction()
-        partition.roll()
-    producer.close()
 
 
 def make_log(path: Path, rounds: int) -> None:
@@ -111,40 +91,70 @@ def test_sigkill_at_every_swap_step_loses_and_duplicates_nothing(
     assert len(cleaned) < len(before) and set(cleaned) <= set(before)
 
 
-def test_readers_in_other_processes_never_miss_or_duplicate_during_repeated_cleanings(
+def spawn(*args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.txn_log.cleaner.cleaner_workers", *map(str, args)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_readers_and_a_writer_in_other_processes_during_repeated_cleanings(
     tmp_path: Path,
 ) -> None:
+    """X-21, B-17: a writer process appends transactions (committed and aborted) while this
+    process cleans again and again; reader processes reading in a loop (whole log and from
+    offsets inside it, through the index) never see a missing, duplicated or aborted record."""
     path = tmp_path / "log"
     make_log(path, rounds=3)
     stop = tmp_path / "stop"
-    readers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.txn_log.cleaner.cleaner_workers",
-                "read_loop",
-                str(path),
-                str(stop),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    readers = [spawn("read_loop", path, stop) for _ in range(2)]
+    writer = spawn("write", path, 3, 8)
     try:
         swapped = 0
         with Log.open(path, housekeeping_interval_ms=None) as log:
-            for cycle in range(8):
-                write_rounds(log, 3 + cycle, 1)
+            while writer.poll() is None:
                 stats = log.log_manager.clean(TP.topic)
                 swapped += sum(len(s.segments_cleaned) for s in stats)
-        assert swapped >= 8  # every cycle replaced segments under the readers
+            stats = log.log_manager.clean(TP.topic)
+            swapped += sum(len(s.segments_cleaned) for s in stats)
+        out, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0, err
+        assert out.split() == [str(r) for r in range(3, 11)]
+        assert swapped >= 3  # segments were replaced under the readers
     finally:
         stop.touch()
+        writer.kill()
         outputs = [reader.communicate(timeout=300) for reader in readers]
     for out, err in outputs:
         assert out.startswith("ok "), out + err
-    assert check_read(read_committed(str(path))) is None
+    final = read_committed(str(path))
+    assert check_read(final) is None
+    assert {k for _, k, _ in final} == {*KEYS, *(unique_key(r) for r in range(11))}
+
+
+def test_one_cleaner_at_a_time_and_a_live_cleaners_files_survive_recovery(
+    tmp_path: Path,
+) -> None:
+    """A cleaner holding the partition's cleaner lock (another process, stopped mid-work) makes
+    others skip the partition, and a writer opening the partition meanwhile does not delete
+    the ``.cleaned`` files it is writing; once it dies they are deleted as leftovers."""
+    path = tmp_path / "log"
+    make_log(path, rounds=2)
+    directory = path / TP.directory_name
+    holder = spawn("hold_cleaner", path)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        holder.send_signal(signal.SIGSTOP)
+        in_progress = directory / "00000000000000000000.log.cleaned"
+        in_progress.write_bytes(b"being written")
+        with Log.open(path, housekeeping_interval_ms=None) as log:
+            (stats,) = log.log_manager.clean(TP.topic)
+            assert stats.skipped == "another process is cleaning it"
+        assert in_progress.exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with Log.open(path, housekeeping_interval_ms=None) as log:
+        log.partition_log(TP)
+    assert not in_progress.exists()
+    assert run_worker("clean", path).stdout.split() == ["0", "24"]

@@ -197,3 +197,34 @@ def test_a_topic_without_compact_is_not_cleaned(tmp_path: Path) -> None:
     log.roll()
     stats = clean_partition(log, clock.time_ms(), force=True)
     assert stats.skipped == "cleanup.policy is delete"
+
+
+def test_min_compaction_lag_ms_keeps_young_segments_uncleaned(tmp_path: Path) -> None:
+    """min.compaction.lag.ms: a segment whose newest record is younger is not cleaned yet."""
+    clock = ManualClock()
+    log = open_compacted(tmp_path, clock, **{"min.compaction.lag.ms": "5000"})
+    log.append(keyed([(b"k", b"1")], clock))
+    log.append(keyed([(b"k", b"2")], clock))
+    log.roll()
+    log.append(keyed([(b"t", b"v")], clock))
+    assert clean_partition(log, clock.time_ms(), force=True).segments_cleaned == ()
+    clock.advance(5000)
+    assert clean_partition(log, clock.time_ms(), force=True).segments_cleaned == (0,)
+    assert [o for o, _ in all_records(log)] == [1, 2]
+
+
+def test_the_dirty_ratio_decides_when_cleaning_is_due(tmp_path: Path) -> None:
+    """min.cleanable.dirty.ratio: after a cleaning, only bytes written since count as dirty."""
+    clock = ManualClock()
+    log = open_compacted(tmp_path, clock, **{"min.cleanable.dirty.ratio": "0.5"})
+    for value in (b"1", b"2", b"3"):
+        log.append(keyed([(b"k", value), (b"pad", b"x" * 200)], clock))
+    log.roll()
+    log.append(keyed([(b"k", b"4")], clock))
+    assert clean_partition(log, clock.time_ms()).segments_cleaned == (0,)
+    again = clean_partition(log, clock.time_ms())
+    assert again.skipped == "below min.cleanable.dirty.ratio" and again.dirty_ratio == 0.0
+    log.roll()  # the small segment written since is dirty, but less than half of the bytes
+    log.append(keyed([(b"k", b"5")], clock))
+    small = clean_partition(log, clock.time_ms())
+    assert small.skipped == "below min.cleanable.dirty.ratio" and 0 < small.dirty_ratio < 0.5
