@@ -7,9 +7,11 @@ closed segments below the last stable offset, keeping the newest record per key:
   or below the LSO (B-17: never past the first unstable offset) and whose newest record is at
   least ``min.compaction.lag.ms`` old. It runs when the bytes written since the last cleaning
   (``cleaner-offset-checkpoint``) are at least ``min.cleanable.dirty.ratio`` of the range;
-- the offset map (key → newest offset) is built from committed and non-transactional records
-  only: aborted records, found by the aborted-transaction index exactly as a read_committed
-  reader finds them (B-11), never make a committed record go (B-17), and are themselves dropped;
+- the offset map (key → newest offset) is built from the dirty section (from the checkpoint
+  on; the clean section was already cleaned against itself), from committed and
+  non-transactional records only: aborted records, found by the aborted-transaction index
+  exactly as a read_committed reader finds them (B-11), never make a committed record go
+  (B-17), and are themselves dropped;
 - a record goes when a newer one has its key, or when it is a tombstone (null value) older than
   ``delete.retention.ms``; records without a key are kept;
 - a COMMIT/ABORT marker is kept while any batch of its transaction is kept, and then until
@@ -37,7 +39,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from txn_log.errors import LogLockedError, UnknownTopicOrPartitionError
+from txn_log.errors import LogLockedError, StorageError, UnknownTopicOrPartitionError
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader, parse_header
 from txn_log.storage.batch_rewriter import iter_raw_records, range_keeper, rebuild_batch
@@ -247,6 +249,10 @@ def clean_partition(
         return _clean_locked(partition, now_ms, force, wait)
     except (LogLockedError, UnknownTopicOrPartitionError) as error:
         return CleanerStats(name, skipped=str(error))
+    except StorageError:
+        if not directory.is_dir():  # its topic was deleted while it was being cleaned
+            return CleanerStats(name, skipped="deleted with its topic")
+        raise
     finally:
         lock.release()
         lock.close()
@@ -271,7 +277,9 @@ def _clean_locked(partition: PartitionLog, now_ms: int, force: bool, wait: bool)
     context = _Context(
         now_ms, config.delete_retention_ms, _AbortedRanges(aborted), last_data, {}, {}
     )
-    _build_offset_map(chosen, context)
+    # Only the dirty section feeds the map: what the clean section superseded within itself
+    # went in an earlier cleaning (the checkpoint moves only after a complete one).
+    _build_offset_map([s for s in chosen if s.base_offset >= first_dirty], context)
     cleaned: list[int] = []
     before = after = 0
     for segment in chosen:
