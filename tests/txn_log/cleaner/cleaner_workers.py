@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from txn_log.file_lock import FileLock
@@ -37,11 +38,22 @@ def value(key: bytes, round_: int, *, aborted: bool = False) -> bytes:
     return b"%s:%s:%d" % (b"aborted" if aborted else b"committed", key, round_)
 
 
-def check_read(records: list[tuple[int, bytes | None, bytes | None]]) -> str | None:
+def check_read(
+    records: list[tuple[int, bytes | None, bytes | None]],
+    later: tuple[list[tuple[int, bytes | None, bytes | None]], int] | None = None,
+) -> str | None:
     """What a read_committed read of the whole log must show when every round is one committed
     transaction writing every key of ``KEYS`` and its own ``unique_key`` (``value``): offsets
-    strictly increasing (no duplicate), no aborted value, each key's newest value from the
-    newest round read, and every round's own key (none missing)."""
+    strictly increasing (no duplicate), no aborted value, every round's own key (those are
+    never superseded), and no newest record of a key missing.
+
+    Without ``later`` the log did not change since it was written: every key's newest value is
+    from the newest round. With ``later`` = (a read made after this one, the end this one read
+    to), the log may have grown meanwhile, and a cleaning may rightly have removed a record that
+    a record past this read's end superseded: what must be here is each key's newest record in
+    the later read, when it lies before this read's end (a record newest then was never
+    superseded, so no cleaning could have removed it before).
+    """
     offsets = [offset for offset, _, _ in records]
     if offsets != sorted(set(offsets)):
         return f"offsets not strictly increasing: {offsets}"
@@ -50,13 +62,20 @@ def check_read(records: list[tuple[int, bytes | None, bytes | None]]) -> str | N
         if raw is None or key is None or not raw.startswith(b"committed:"):
             return f"offset {offset}: unexpected record {key!r}={raw!r}"
         newest[key] = int(raw.rsplit(b":", 1)[1])
-    rounds = {newest[key] for key in KEYS if key in newest}
-    if newest and (not set(KEYS) <= set(newest) or len(rounds) != 1):
-        return f"newest rounds per key disagree (a committed record is missing): {newest}"
     unique = {key for key in newest if key not in KEYS}
-    if newest and unique != {unique_key(r) for r in range(max(rounds) + 1)}:
-        return f"a round's own key is missing: {sorted(unique)} up to round {max(rounds)}"
-    return None
+    top = max((int(key[1:]) for key in unique), default=-1)
+    if unique != {unique_key(r) for r in range(top + 1)}:
+        return f"a round's own key is missing: {sorted(unique)} up to round {top}"
+    if later is None:
+        rounds = {newest[key] for key in KEYS if key in newest}
+        if newest and (not set(KEYS) <= set(newest) or rounds != {top}):
+            return f"newest rounds per key disagree (a committed record is missing): {newest}"
+        return None
+    later_records, end = later
+    latest = {key: offset for offset, key, _ in later_records}
+    present = set(offsets)
+    missing = sorted(o for o in latest.values() if o < end and o not in present)
+    return f"newest records {missing} (below {end}) missing" if missing else None
 
 
 def unique_key(round_: int) -> bytes:
@@ -78,6 +97,13 @@ def read_committed(
     log_dir: str, start: int | None = None
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """What read_committed delivers from ``start`` (the log start when None) to the LSO."""
+    return read_with_end(log_dir, start)[0]
+
+
+def read_with_end(
+    log_dir: str, start: int | None = None
+) -> tuple[list[tuple[int, bytes | None, bytes | None]], int]:
+    """``read_committed`` and the end (the LSO) it read to."""
     directory = Path(log_dir) / TP.directory_name
     config = TopicConfig.from_mapping({"cleanup.policy": "compact"})
     reader = open_partition_reader(directory, TP, config, with_producer_state=True)
@@ -92,7 +118,7 @@ def read_committed(
             out += [
                 (r.offset, r.key, r.value) for r in iter_records(batch) if start <= r.offset < end
             ]
-        return out
+        return out, end
     finally:
         reader.close()
 
@@ -142,9 +168,8 @@ def clean(log_dir: str) -> None:
 def read_loop(log_dir: str, stop_file: str) -> None:
     reads = 0
     while not Path(stop_file).exists() or reads < 3:
-        whole = read_committed(log_dir)
-        problem = check_read(whole)
-        end = whole[-1][0] + 1 if whole else 0
+        whole, end = read_with_end(log_dir)
+        problem = check_read(whole, (read_committed(log_dir), end))
         for offset in range(0, end, max(end // 12, 1)):  # lookups through the offset index
             problem = problem or check_suffix(read_committed(log_dir, offset), offset)
         if problem is not None:
@@ -156,5 +181,10 @@ def read_loop(log_dir: str, stop_file: str) -> None:
 
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    roles = {"clean": clean, "read_loop": read_loop, "write": write, "hold_cleaner": hold_cleaner}
+    roles: dict[str, Callable[..., None]] = {
+        "clean": clean,
+        "read_loop": read_loop,
+        "write": write,
+        "hold_cleaner": hold_cleaner,
+    }
     roles[role](*args)
