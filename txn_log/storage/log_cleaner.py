@@ -264,16 +264,16 @@ def _clean_locked(partition: PartitionLog, now_ms: int, force: bool, wait: bool)
         recover_cleaner_files(directory, cleaner_lock_held=True)
         segments = list(current)
         end = min(partition.last_stable_offset, segments[-1].base_offset)  # B-17
+        chosen = _cleanable(segments, end, now_ms, config.min_compaction_lag_ms)
+        total = sum(s.size for s in chosen)
+        first_dirty = read_checkpoint(directory)
+        dirty = sum(s.size for s in chosen if s.base_offset >= first_dirty)
+        ratio = dirty / total if total else 0.0
+        if not chosen or (not force and (dirty == 0 or ratio < config.min_cleanable_dirty_ratio)):
+            return CleanerStats(name, dirty_ratio=ratio, skipped="below min.cleanable.dirty.ratio")
         state = partition.producer_state
         last_data = {pid: e.last_data_offset for pid, e in state.active_producers().items()}
         aborted = partition.collect_aborted_txns(segments[0].base_offset, partition.log_end_offset)
-    chosen = _cleanable(segments, end, now_ms, config.min_compaction_lag_ms)
-    total = sum(s.size for s in chosen)
-    first_dirty = read_checkpoint(directory)
-    dirty = sum(s.size for s in chosen if s.base_offset >= first_dirty)
-    ratio = dirty / total if total else 0.0
-    if not chosen or (not force and (dirty == 0 or ratio < config.min_cleanable_dirty_ratio)):
-        return CleanerStats(name, dirty_ratio=ratio, skipped="below min.cleanable.dirty.ratio")
     context = _Context(
         now_ms, config.delete_retention_ms, _AbortedRanges(aborted), last_data, {}, {}
     )
