@@ -57,6 +57,8 @@ from txn_log.storage.segment import LogSegment
 from txn_log.storage.txn_index import AbortedTxn
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+NOTHING_CLEANABLE = "no closed segment below the last stable offset (and min.compaction.lag.ms)"
+BELOW_RATIO = "below min.cleanable.dirty.ratio"
 
 
 @dataclass(frozen=True)
@@ -269,8 +271,10 @@ def _clean_locked(partition: PartitionLog, now_ms: int, force: bool, wait: bool)
         first_dirty = read_checkpoint(directory)
         dirty = sum(s.size for s in chosen if s.base_offset >= first_dirty)
         ratio = dirty / total if total else 0.0
-        if not chosen or (not force and (dirty == 0 or ratio < config.min_cleanable_dirty_ratio)):
-            return CleanerStats(name, dirty_ratio=ratio, skipped="below min.cleanable.dirty.ratio")
+        if not chosen:
+            return CleanerStats(name, skipped=NOTHING_CLEANABLE)
+        if not force and (dirty == 0 or ratio < config.min_cleanable_dirty_ratio):
+            return CleanerStats(name, dirty_ratio=ratio, skipped=BELOW_RATIO)
         state = partition.producer_state
         last_data = {pid: e.last_data_offset for pid, e in state.active_producers().items()}
         aborted = partition.collect_aborted_txns(segments[0].base_offset, partition.log_end_offset)
