@@ -4,6 +4,7 @@ housekeeping (C-02, CFG-18)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,19 @@ def test_c02_housekeeping_runs_the_cleaner_when_the_dirty_ratio_is_reached(tmp_p
     assert first.cleaned[0].records_removed == 10
     assert log.run_housekeeping().cleaned == ()  # nothing dirty since
     log.close()
+
+
+def test_c02_the_background_housekeeping_thread_cleans_on_its_own(tmp_path: Path) -> None:
+    """A configured feature must run: with a housekeeping interval, the process's housekeeping
+    thread cleans a dirty compacted partition without being asked (polled with a bound)."""
+    path = tmp_path / "log"
+    _fill(path, ManualClock())
+    directory = path / TP.directory_name
+    before = (directory / "00000000000000000000.log").stat().st_size
+    with Log.open(path, housekeeping_interval_ms=50) as log:
+        log.partition_log(TP)  # housekeeping visits the partitions a log has open
+        deadline = time.monotonic() + 60
+        while (directory / "cleaner-offset-checkpoint").exists() is False:
+            assert time.monotonic() < deadline, "the housekeeping thread never cleaned"
+            time.sleep(0.05)
+    assert (directory / "00000000000000000000.log").stat().st_size < before
