@@ -20,7 +20,10 @@ commit of many transactions, ``TransactionCoordinator.commit_transactions``);
 ``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written);
 ``append.before_write`` (a data batch validated under the partition lock, not yet written);
 ``producer_ids.after_temp_fsync`` and ``producer_ids.after_rename`` (a producer-id block file
-written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``).
+written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``);
+``cleaner.after_cleaned``, ``cleaner.before_log_swap``, ``cleaner.after_swap_commit``,
+``cleaner.between_swap_renames``, ``cleaner.after_swap`` (the log cleaner's segment swap,
+``storage.cleaner_swap``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,11 @@
 There is no broker, so whatever process holds the log open for writing does what Kafka's log
 manager schedules (issue 12 items 10, 11): every ``interval_ms`` one *pass* visits each
 partition this ``Log`` has open and, under that partition's lock, applies retention (T-10,
-B-09: ``PartitionLog.run_housekeeping``) and forgets expired producer ids (P-26, P-27).
+B-09: ``PartitionLog.run_housekeeping``) and forgets expired producer ids (P-26, P-27). Then
+it runs the log cleaner (``storage.log_cleaner``, C-02) on at most one partition of a compacted
+topic whose uncleaned bytes reached ``min.cleanable.dirty.ratio``: rate-limited to one cleaning
+per pass per ``Log``, one cleaner per partition across processes (``.cleaner.lock``), never
+waiting for a writer (a partition being written is left for the next pass).
 
 - Rate: one pass per ``interval_ms`` per open ``Log`` (default 30 s, and the first pass one
   interval after opening). Kafka checks retention every 5 minutes
@@ -42,6 +46,7 @@ from txn_log.clock import Clock
 from txn_log.errors import ConfigError, TxnLogError
 from txn_log.owned_fd import owned_fd
 from txn_log.storage.file_io import write_all
+from txn_log.storage.log_cleaner import CleanerStats, clean_partition
 from txn_log.storage.partition_log import PartitionHousekeeping, PartitionLog
 from txn_log.topic_partition import TopicPartition
 
@@ -77,6 +82,7 @@ class HousekeepingPass:
         default_factory=lambda: MappingProxyType({})
     )
     busy: tuple[TopicPartition, ...] = ()
+    cleaned: tuple[CleanerStats, ...] = ()
 
 
 class HousekeepingLock:
@@ -141,6 +147,7 @@ class Housekeeper:
         self._lock = HousekeepingLock(log_dir)
         self._pass_lock = threading.Lock()
         self._stopped = False
+        self._next_clean = 0  # where the next pass looks first for a partition to clean
         if interval_ms is not None:
             _SCHEDULER.register(self, interval_ms / 1000)
 
@@ -152,16 +159,47 @@ class Housekeeper:
                 return HousekeepingPass(False, started)
             done: dict[TopicPartition, PartitionHousekeeping] = {}
             busy: list[TopicPartition] = []
+            cleaned: list[CleanerStats] = []
             try:
-                for topic_partition, partition in self._partitions():
+                partitions = list(self._partitions())
+                for topic_partition, partition in partitions:
                     result = self._run_partition(topic_partition, partition)
                     if result is None:
                         busy.append(topic_partition)
                     else:
                         done[topic_partition] = result
+                cleaned = self._clean_one(partitions)
             finally:
                 self._lock.release(self._clock.time_ms())
-            return HousekeepingPass(True, started, MappingProxyType(done), tuple(busy))
+            return HousekeepingPass(
+                True, started, MappingProxyType(done), tuple(busy), tuple(cleaned)
+            )
+
+    def _clean_one(
+        self, partitions: list[tuple[TopicPartition, PartitionLog]]
+    ) -> list[CleanerStats]:
+        """Clean the first compacted partition, in turn from where the last pass stopped,
+        whose dirty ratio is reached; what it did (nothing when none was due)."""
+        compacted = [(tp, p) for tp, p in partitions if p.config.compact]
+        if not compacted:
+            return []
+        start = self._next_clean % len(compacted)
+        for step in range(len(compacted)):
+            topic_partition, partition = compacted[(start + step) % len(compacted)]
+            try:
+                stats = clean_partition(partition, self._clock.time_ms(), wait=False)
+            except (TxnLogError, OSError) as error:
+                logger.warning("%s: log cleaner failed: %s", topic_partition, error)
+                continue
+            if stats.skipped is None:
+                self._next_clean = start + step + 1
+                logger.info(
+                    "%s: cleaned %d segment(s), %d -> %d bytes, %d record(s) removed",
+                    topic_partition, len(stats.segments_cleaned), stats.bytes_before,
+                    stats.bytes_after, stats.records_removed,
+                )  # fmt: skip
+                return [stats]
+        return []
 
     def _run_partition(
         self, topic_partition: TopicPartition, partition: PartitionLog

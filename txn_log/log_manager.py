@@ -45,6 +45,7 @@ from txn_log.housekeeping import (
 )
 from txn_log.producer_id_manager import ProducerIdManager
 from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
+from txn_log.storage.log_cleaner import CleanerStats, clean_partition
 from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
@@ -55,6 +56,11 @@ from txn_log.topic_config import (
     validate_topic_name,
 )
 from txn_log.topic_partition import TopicPartition
+
+INTERNAL_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+"""C-02: the transaction log and the offsets topic are compacted topics, in segments of 100 MiB
+(Kafka's ``transaction.state.log.segment.bytes`` and ``offsets.topic.segment.bytes``): the
+cleaner never cleans the active segment, so smaller segments let it start sooner."""
 
 FORMAT_FILE = "txnlog.json"
 FORMAT_VERSION = 1
@@ -124,7 +130,7 @@ class LogManager:
                 if not format_file.exists():
                     for internal in sorted(INTERNAL_TOPICS):
                         if not log._meta_path(internal).exists():
-                            log.create_topic(internal, internal=True)
+                            log.create_topic(internal, config=INTERNAL_CONFIG, internal=True)
                     write_json_atomically(
                         format_file,
                         {
@@ -143,7 +149,31 @@ class LogManager:
         log = cls(root, clock)
         if not document.get("topic_ids"):
             log._stamp_topic_ids()
+        log._compact_internal_topics()
         return log._start_housekeeping(interval_ms)
+
+    def _compact_internal_topics(self) -> None:
+        """C-02: give internal topics of a log created before they were compacted
+        ``cleanup.policy=compact`` (once, under the log lock, each topic file rewritten
+        atomically and durably). Other processes read the new config when they next open the
+        partitions; their retention never deleted internal segments anyway."""
+        stale = [
+            name
+            for name in sorted(INTERNAL_TOPICS)
+            if self._meta_path(name).exists() and not self.topic_config(name).compact
+        ]
+        if not stale:
+            return
+        with self._lock:
+            for name in stale:
+                meta = json.loads(self._meta_path(name).read_text())
+                config = TopicConfig.from_mapping(meta.get("config"))
+                if config.compact:
+                    continue  # another process upgraded it meanwhile
+                upgraded = {**config.to_mapping(), **INTERNAL_CONFIG}
+                write_json_atomically(self._meta_path(name), {**meta, "config": upgraded})
+                with self._mutex:
+                    self._topics.pop(name, None)
 
     def _stamp_topic_ids(self) -> None:
         """Give every topic of a log written before topic ids its id and its partitions their
@@ -435,6 +465,22 @@ class LogManager:
                 )
             housekeeper = self._housekeeper
         return housekeeper.run_once()
+
+    def clean(self, topic: str | None = None, *, force: bool = True) -> list[CleanerStats]:
+        """Run the log cleaner now on every partition of ``topic`` (every compacted topic,
+        internal ones included, when None): ``txnlog clean``. ``force`` cleans whatever the
+        dirty ratio; a partition another process is cleaning is reported as skipped. Waits
+        for writers only for each segment's short swap. ConfigError on a read-only log."""
+        self._check_writable("clean")
+        names = [topic] if topic is not None else self.topics(include_internal=True)
+        stats: list[CleanerStats] = []
+        for name in names:
+            if topic is None and not self.topic_config(name).compact:
+                continue
+            for tp in self.partitions(name):
+                partition = self.partition_log(tp)
+                stats.append(clean_partition(partition, self.clock.time_ms(), force=force))
+        return stats
 
     def close(self) -> None:
         """Stop housekeeping, then close every open partition and the log lock."""

@@ -2,6 +2,13 @@
 
 Names follow Kafka's rule: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``, so a
 name can never reach outside the log directory. Config keys and defaults are Kafka's own.
+
+``cleanup.policy`` (CFG-18, C-02) is ``delete`` (retention by age and size, the default),
+``compact`` (the log cleaner keeps the newest record per key, ``storage.log_cleaner``) or both
+(``compact,delete``, in either order). ``delete.retention.ms`` is how long tombstones and
+transaction markers outlive what they delete (B-18), ``min.cleanable.dirty.ratio`` the share of
+uncleaned bytes that makes the cleaner run, ``min.compaction.lag.ms`` how old a segment's newest
+record must be before it is cleaned.
 """
 
 from __future__ import annotations
@@ -70,6 +77,20 @@ class TopicConfig:
     index_interval_bytes: int = 4096
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
     check_expected_offsets: bool = False  # KIP-27, CFG-15: off unless configured
+    cleanup_policy: str = "delete"  # normalised: "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner compacts this topic (cleanup.policy names compact)."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments (cleanup.policy names delete)."""
+        return "delete" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> TopicConfig:
@@ -105,10 +126,43 @@ _MINIMUMS = {
     "retention.ms": -1,
     "max.message.bytes": 0,
     "index.interval.bytes": 0,
+    "delete.retention.ms": 0,
+    "min.compaction.lag.ms": 0,
 }
+CLEANUP_POLICIES = ("delete", "compact")
+
+
+def parse_cleanup_policy(raw: Any) -> str:
+    """Kafka's ``cleanup.policy`` list, normalised to ``delete``, ``compact`` or
+    ``compact,delete``; InvalidConfigError naming the valid values otherwise."""
+    parts = [part.strip().lower() for part in str(raw).split(",")]
+    if not parts or any(part not in CLEANUP_POLICIES for part in parts):
+        raise InvalidConfigError(
+            f"invalid value {raw!r} for topic config 'cleanup.policy'; valid values are "
+            "delete, compact, compact,delete"
+        )
+    return ",".join(policy for policy in ("compact", "delete") if policy in parts)
+
+
+def _parse_ratio(key: str, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(
+            f"invalid value {raw!r} for topic config {key!r}; expected a number from 0 to 1"
+        ) from None
+    if not 0.0 <= value <= 1.0:
+        raise InvalidConfigError(
+            f"invalid value {value} for topic config {key!r}; valid values are 0 to 1"
+        )
+    return value
 
 
 def _parse_value(key: str, raw: Any) -> Any:
+    if key == "cleanup.policy":
+        return parse_cleanup_policy(raw)
+    if key == "min.cleanable.dirty.ratio":
+        return _parse_ratio(key, raw)
     if key == "message.timestamp.type":
         for ts_type, name in _TIMESTAMP_TYPE_NAMES.items():
             if str(raw) == name:

@@ -150,7 +150,7 @@ def run_describe(args: argparse.Namespace) -> int:
                 "config": configs,
                 "retention": (
                     {key: configs[key] for key in RETENTION_KEYS}
-                    if applies_to(topic)
+                    if applies_to(topic) and log.topic_config(topic).delete
                     else NEVER_DELETED
                 ),
                 "housekeeping": housekeeping,

@@ -6,7 +6,8 @@ writer installs as its cache, and changes nothing in memory before it succeeds:
 - ``load`` (under the partition lock: a writer opening the partition, or recovering it before
   its first write after opening while another process held the lock): truncate a torn tail of
   the active segment, rebuild its indexes if they point past it, drop aborted-transaction
-  entries past the log end, reload producer state from the newest valid snapshot plus the log
+  entries past the log end, finish or undo a log cleaner's segment swap that a crash
+  interrupted (``cleaner_swap``), reload producer state from the newest valid snapshot plus the log
   after it (deleting snapshots that do not fit the log);
 - ``load_as_reader`` (no lock): the segments as they are, nothing truncated, deleted or
   written; producer state only when asked for, from a read-only manager;
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from txn_log.clock import Clock
 from txn_log.errors import CorruptRecordError
+from txn_log.storage.cleaner_swap import recover_cleaner_files
 from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import SNAPSHOT_SUFFIX
 from txn_log.storage.log_segments import drop_deleted_head, load_segments
@@ -94,19 +96,20 @@ class LogLoader:
         segment re-validated and its indexes rebuilt.
         """
         state = self._producer_state()
+        swaps = recover_cleaner_files(self.directory)  # a cleaner's swap a crash interrupted
         segments = load_segments(self.directory, self.topic_partition, self.config)
         active = segments[-1]
         if active.log_path.stat().st_size == active.size and _indexes_within(active):
             recovery = None
         else:
             recovery = active.recover(self.config.max_message_bytes, allow_torn_tail=True)
-        messages: tuple[str, ...] = ()
+        messages: tuple[str, ...] = tuple(swaps)
         if recovery is not None and recovery.truncated_bytes:
             message = (
                 f"{self.topic_partition}: truncated a torn tail of {recovery.truncated_bytes} "
                 f"bytes at position {recovery.truncated_at} of {active.log_path}"
             )
-            messages = (message,)
+            messages += (message,)
             logger.warning(message)
         end, tail = active.next_offset, active.size
         active.txn_index.truncate_to(end)
@@ -136,10 +139,10 @@ class LogLoader:
         state reloaded from the files (P-24). Segment objects that lock-free readers hold stay
         valid: these are new ones, and readers notice a truncation themselves.
         """
+        done = recover_cleaner_files(self.directory)
         segments = load_segments(
             self.directory, self.topic_partition, self.config
         )  # afresh: indexes not trusted
-        done: list[str] = []
         for segment in segments:
             done += self._repair_segment(segment, last=segment is segments[-1])
         done += self._delete_unreadable_snapshots()

@@ -93,6 +93,30 @@ def drop_deleted_head(segments: list[LogSegment]) -> None:
         segments.pop(0)
 
 
+def directory_stamp(directory: Path) -> int | None:
+    """The directory's modification time (ns), None if it is gone: it changes whenever a file
+    in it is created, renamed or deleted, e.g. when the cleaner swaps a segment in."""
+    try:
+        return os.stat(directory).st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def reopen_replaced_segments(
+    directory: Path, segments: list[LogSegment], config: TopicConfig
+) -> None:
+    """Replace, in ``segments``, the closed segments whose ``.log`` the log cleaner replaced
+    by a cleaned copy with that copy (``cleaner_swap``), so a long-lived view frees the old
+    file and reads the smaller one. The old objects are not closed: an iterator of this
+    process may be reading one, and reads on through it (the old file holds a superset of the
+    new one's records at the same offsets)."""
+    for index, segment in enumerate(segments[:-1]):
+        if segment.is_replaced():
+            fresh = open_existing_segment(directory, segment.base_offset, config)
+            if fresh is not None:
+                segments[index] = fresh
+
+
 def floor_index(segments: Sequence[LogSegment], offset: int) -> int:
     """Index of the segment that would hold ``offset``: the last one whose base is ≤ it (0
     when ``offset`` is below every base)."""

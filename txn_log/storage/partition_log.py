@@ -487,6 +487,17 @@ class PartitionLog(PartitionReader):
         except UnknownTopicOrPartitionError:
             return None  # deleted with its topic since it was opened: nothing to keep
 
+    @contextmanager
+    def maintenance_locked(self, *, wait: bool = True) -> Iterator[list[LogSegment]]:
+        """Hold the partition as a writer does (``_write_locked``), caught up, and yield its
+        segments (oldest first; the caller must not keep or change the list): the log
+        cleaner's short steps (``log_cleaner``). LogLockedError when ``wait`` is False and
+        the partition is being written."""
+        with self._write_locked(wait=wait):
+            self._catch_up()
+            self._refresh_start()
+            yield self._segments
+
     def delete_old_segments(self) -> list[int]:
         """Apply retention.ms / retention.bytes now, waiting for the partition lock; returns
         the base offsets of the deleted segments. The periodic pass uses ``run_housekeeping``.

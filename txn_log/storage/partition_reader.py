@@ -38,10 +38,12 @@ from txn_log.storage import replay
 from txn_log.storage.log_bounds import check_offset_in_log
 from txn_log.storage.log_loader import LoadedLog, LogLoader
 from txn_log.storage.log_segments import (
+    directory_stamp,
     drop_deleted_head,
     floor_index,
     iter_headers,
     open_existing_segment,
+    reopen_replaced_segments,
     segment_bases_on_disk,
 )
 from txn_log.storage.partition_metadata import PartitionIdentity, check_identity, read_identity
@@ -87,6 +89,7 @@ class PartitionReader:
         self._end_offset = 0
         self._tail_position = 0  # bytes of the active segment applied to the caches
         self._producer_state: ProducerStateManager | None = None
+        self._directory_stamp: int | None = None  # when segments were last checked (cleaner)
         self._install(loaded)
 
     def _install(self, loaded: LoadedLog) -> None:
@@ -173,8 +176,14 @@ class PartitionReader:
             replay.replay_log(self._producer_state, list(retained), start, self._end_offset)
 
     def _refresh_start(self) -> None:
-        """Forget segments that another process's retention deleted (``drop_deleted_head``)."""
+        """Forget segments that another process's retention deleted (``drop_deleted_head``),
+        and, when the directory changed since the last look, take the cleaned copies of
+        segments the log cleaner replaced (``reopen_replaced_segments``)."""
         drop_deleted_head(self._segments)
+        stamp = directory_stamp(self.directory)  # before looking: a later swap changes it
+        if stamp != self._directory_stamp:
+            self._directory_stamp = stamp
+            reopen_replaced_segments(self.directory, self._segments, self.config)
 
     # --- offsets ---------------------------------------------------------------------------------
 

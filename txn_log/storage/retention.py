@@ -8,9 +8,11 @@ Kafka's rules, applied by ``PartitionLog`` under the partition's lock:
 - the active (newest) segment is never deleted, nor one holding data of an open transaction,
   so the last stable offset never falls below the log start (B-03, B-04);
 - a segment goes with its offset and time indexes and its aborted-transaction index (B-09);
+- only for topics whose ``cleanup.policy`` names ``delete`` (the default; ``compact,delete``
+  too): a purely compacted topic is shrunk by the log cleaner instead (CFG-18, C-02);
 - never a segment of an internal topic: ``__transaction_state`` (transactional ids, the
   ledgers of atomic commits) and ``__consumer_offsets`` are replayed from their first offset,
-  where Kafka compacts them instead of deleting by age (cleanup.policy=compact, CFG-18).
+  and are compacted (cleanup.policy=compact, C-02) instead of deleted by age.
 
 Deleting unlinks the files and closes nothing: readers take no lock, and a reader thread in the
 middle of a deleted segment reads on through its open descriptors (``owned_fd`` closes them
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from txn_log.errors import StorageError
+from txn_log.storage.cleaner_swap import remove_cleaner_files
 from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import LOG_SUFFIX, SEGMENT_SUFFIXES, parse_offset_file_name
 from txn_log.storage.producer_state import ProducerStateManager
@@ -74,7 +77,7 @@ def deletable_segments(
     """How many of the oldest ``segments`` of ``topic`` (oldest first, the last one active)
     retention deletes at ``now_ms``; ``first_unstable_offset`` is the inclusive first offset of
     the earliest open transaction, None when none is open."""
-    if not applies_to(topic):
+    if not applies_to(topic) or not config.delete:
         return 0
     total = sum(s.size for s in segments)
     count = 0
@@ -117,6 +120,7 @@ def unlink_segments(directory: Path, segments: Sequence[LogSegment]) -> None:
         for segment in segments:
             for index in (segment.offset_index, segment.time_index, segment.txn_index):
                 index.path.unlink(missing_ok=True)
+            remove_cleaner_files(directory, segment.base_offset)
     except OSError as error:
         raise StorageError(f"cannot delete old segments in {directory}: {error}") from error
 

@@ -52,6 +52,7 @@ from txn_log.record.batch_header import (
     HEADER_SIZE,
     BatchHeader,
     TimestampType,
+    is_crc_valid,
     parse_header,
     validate_batch,
 )
@@ -189,6 +190,16 @@ class LogSegment:
         """Largest data-batch timestamp: what time-based retention uses (T-10); None if none."""
         return self._max_ts.timestamp if self._max_ts.timestamp > NO_TIMESTAMP else None
 
+    def is_replaced(self) -> bool:
+        """Whether ``<base>.log`` now names another file than the one this object reads: the
+        log cleaner swapped in a cleaned copy (``cleaner_swap``). False when it is gone."""
+        try:
+            on_disk = os.stat(self.log_path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(self._fd)
+        return (on_disk.st_ino, on_disk.st_dev) != (mine.st_ino, mine.st_dev)
+
     # --- reading (no lock) -----------------------------------------------------------------
 
     def refresh(self) -> int:
@@ -228,7 +239,7 @@ class LogSegment:
 
         Looks up the offset index, then scans headers forward; None past the readable end.
         """
-        start = self.offset_index.lookup(offset).position
+        start = self._indexed_position(offset)
         for position, header in self.batches(start):
             if header.last_offset >= offset:
                 return position
@@ -247,7 +258,7 @@ class LogSegment:
         # Entry (T, O) with T ≤ target: every data record before O's batch is older than T
         # (O's batch was the first to reach T), so the answer is in O's batch or after it.
         entry = self.time_index.lookup(timestamp)
-        start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        start = self._indexed_position(max(entry.offset, starting_offset))
         for _, header, batch in self._scan(start, None):
             if header.is_control or header.last_offset < starting_offset:
                 continue
@@ -259,6 +270,27 @@ class LogSegment:
                 if offset >= starting_offset and record_timestamp >= timestamp:
                     return offset
         return None
+
+    def _indexed_position(self, offset: int) -> int:
+        """Where a search for ``offset`` starts: the offset-index entry at or below it, if the
+        batch at its position really carries its offset (header and CRC), else position 0.
+
+        The log cleaner replaces a segment's files one by one (``cleaner_swap``), so a
+        lock-free reader may pair this log with the other version's index: an entry that does
+        not describe this file is never trusted, it only costs a scan from the start.
+        """
+        entry = self.offset_index.lookup(offset)
+        if entry.position == 0:
+            return 0
+        try:
+            header = parse_header(pread_fully(self._fd, HEADER_SIZE, entry.position))
+            if header.last_offset != entry.offset:
+                return 0
+            if not is_crc_valid(self.read_bytes(entry.position, header.size_in_bytes), header):
+                return 0
+        except CorruptRecordError:
+            return 0
+        return entry.position
 
     # --- writing (under the partition lock) ------------------------------------------------
 

@@ -1,0 +1,309 @@
+"""The transaction-aware log cleaner of compacted topics (C-02, B-11, B-17, B-18, P-29, T-05).
+
+For a partition of a topic with ``cleanup.policy`` compact, ``clean_partition`` rewrites the
+closed segments below the last stable offset, keeping the newest record per key:
+
+- cleanable range: from the log start, the closed segments (never the active one) that end at
+  or below the LSO (B-17: never past the first unstable offset) and whose newest record is at
+  least ``min.compaction.lag.ms`` old. It runs when the bytes written since the last cleaning
+  (``cleaner-offset-checkpoint``) are at least ``min.cleanable.dirty.ratio`` of the range;
+- the offset map (key → newest offset) is built from the dirty section (from the checkpoint
+  on; the clean section was already cleaned against itself), from committed and
+  non-transactional records only: aborted records, found by the aborted-transaction index
+  exactly as a read_committed reader finds them (B-11), never make a committed record go
+  (B-17), and are themselves dropped;
+- a record goes when a newer one has its key, or when it is a tombstone (null value) older than
+  ``delete.retention.ms``; records without a key are kept;
+- a COMMIT/ABORT marker is kept while any batch of its transaction is kept, and then until
+  ``delete.retention.ms`` after its own timestamp (the delete horizon: B-18, X-21);
+- a producer's last data batch (its last offset is the producer state's ``last_data_offset``)
+  keeps its header even when all its records go (F-06, P-29, X-14), so a retry of it after
+  cleaning is still answered as a duplicate, by a process that replays the cleaned log too;
+- a segment's last batch, when it goes, leaves an empty producer-less batch over its offsets
+  (``batch_rewriter.range_keeper``): every segment keeps its offset range, so segments still
+  meet end to end; inside a segment removed batches and records leave holes (T-05);
+- a batch that keeps every record is copied as is; one that loses some is rebuilt from its
+  surviving records' bytes (``batch_rewriter``); a segment that loses nothing is not rewritten.
+
+Each changed segment is replaced through ``cleaner_swap`` (write ``.cleaned`` without the lock,
+then commit and finish the swap under the partition lock: the lock is held for a few renames,
+not while cleaning). One cleaner at a time per partition across processes
+(``.cleaner.lock``, taken without waiting). Keys are opaque bytes: internal topics are cleaned
+as any other compacted topic.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from txn_log.errors import LogLockedError, StorageError, UnknownTopicOrPartitionError
+from txn_log.file_lock import FileLock
+from txn_log.record.batch_header import BatchHeader, parse_header
+from txn_log.storage.batch_rewriter import iter_raw_records, range_keeper, rebuild_batch
+from txn_log.storage.cleaner_swap import (
+    CLEANER_LOCK_FILE,
+    commit_swap,
+    finish_swap,
+    recover_cleaner_files,
+    remove_cleaner_files,
+    write_cleaned,
+)
+from txn_log.storage.durable_file import write_durably
+from txn_log.storage.partition_log import PartitionLog
+from txn_log.storage.segment import LogSegment
+from txn_log.storage.txn_index import AbortedTxn
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+NOTHING_CLEANABLE = "no closed segment below the last stable offset (and min.compaction.lag.ms)"
+BELOW_RATIO = "below min.cleanable.dirty.ratio"
+
+
+@dataclass(frozen=True)
+class CleanerStats:
+    """What one cleaning of one partition did (``skipped``: why it did nothing)."""
+
+    topic_partition: str
+    segments_cleaned: tuple[int, ...] = ()
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_removed: int = 0
+    batches_removed: int = 0
+    dirty_ratio: float = 0.0
+    skipped: str | None = None
+
+
+def read_checkpoint(directory: Path) -> int:
+    """The first offset not yet cleaned (0 when never cleaned or unreadable)."""
+    try:
+        text = (directory / CHECKPOINT_FILE).read_text().strip()
+    except FileNotFoundError:
+        return 0
+    return int(text) if text.isdigit() else 0
+
+
+class _AbortedRanges:
+    """Aborted transactions by producer: is a data batch part of one (B-11, as read_committed)."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for txn in aborted:
+            self._spans[txn.producer_id].append((txn.first_offset, txn.last_offset))
+
+    def is_aborted(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        spans = self._spans.get(header.producer_id, ())
+        return any(first <= header.base_offset <= last for first, last in spans)
+
+
+@dataclass
+class _Context:
+    """What one cleaning decides by: the snapshot taken under the lock, and the map."""
+
+    now_ms: int
+    delete_retention_ms: int
+    aborted: _AbortedRanges
+    last_data_offsets: dict[int, int]
+    offset_map: dict[bytes, int]
+    txn_retained: dict[int, bool]
+    records_removed: int = 0
+    batches_removed: int = 0
+
+    def past_horizon(self, header: BatchHeader) -> bool:
+        return header.max_timestamp + self.delete_retention_ms <= self.now_ms
+
+    def is_producers_last(self, header: BatchHeader) -> bool:
+        return (
+            header.has_producer_id
+            and self.last_data_offsets.get(header.producer_id) == header.last_offset
+        )
+
+
+def _cleanable(segments: list[LogSegment], end: int, now_ms: int, lag_ms: int) -> list[LogSegment]:
+    """The closed segments from the log start that end at or below ``end`` and are old enough."""
+    chosen: list[LogSegment] = []
+    for segment, following in itertools.pairwise(segments):
+        if following.base_offset > end:
+            break
+        newest = segment.max_timestamp
+        if newest is None:
+            newest = segment.first_batch_timestamp
+        if lag_ms > 0 and newest is not None and now_ms - newest < lag_ms:
+            break
+        chosen.append(segment)
+    return chosen
+
+
+def _build_offset_map(segments: list[LogSegment], context: _Context) -> None:
+    for segment in segments:
+        for position, header in segment.batches():
+            if header.is_control or context.aborted.is_aborted(header):
+                continue
+            data = segment.read_bytes(position, header.size_in_bytes)
+            for record in iter_raw_records(data, header):
+                if record.key is not None:
+                    context.offset_map[record.key] = record.offset
+
+
+def _clean_batch(header: BatchHeader, data: bytes, context: _Context) -> bytes | None:
+    """The batch's bytes after cleaning (``data`` itself when unchanged), None when it goes."""
+    producer_id = header.producer_id
+    if header.is_control:
+        retained = context.txn_retained.pop(producer_id, False)
+        return data if retained or not context.past_horizon(header) else None
+    records = list(iter_raw_records(data, header))
+    if context.aborted.is_aborted(header):
+        kept = []
+    else:
+        kept = [
+            r
+            for r in records
+            if r.key is None
+            or (
+                context.offset_map.get(r.key, r.offset) == r.offset
+                and not (r.is_tombstone and context.past_horizon(header))
+            )
+        ]
+    context.records_removed += len(records) - len(kept)
+    if len(kept) == len(records):
+        result: bytes | None = data
+    elif kept or context.is_producers_last(header):
+        result = rebuild_batch(header, kept)
+    else:
+        result = None
+    if result is not None and header.is_transactional:
+        context.txn_retained[producer_id] = True
+    return result
+
+
+def _clean_segment(
+    segment: LogSegment, context: _Context
+) -> tuple[list[bytes], list[BatchHeader]] | None:
+    """The cleaned batches of ``segment``, or None when it loses nothing."""
+    located = list(segment.batches())
+    out: list[bytes] = []
+    changed = False
+    for number, (position, header) in enumerate(located):
+        data = segment.read_bytes(position, header.size_in_bytes)
+        cleaned = _clean_batch(header, data, context)
+        if cleaned is None:
+            context.batches_removed += 1
+            if number == len(located) - 1:
+                cleaned = range_keeper(header)  # the segment keeps its offset range
+        if cleaned is not data:
+            changed = True
+        if cleaned is not None:
+            out.append(cleaned)
+    if not changed:
+        return None
+    return out, [parse_header(batch) for batch in out]
+
+
+def _read_if_exists(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _swap_in(partition: PartitionLog, segment: LogSegment, *, wait: bool) -> bool:
+    """Commit and finish the swap of ``segment`` under the partition lock; False (and the
+    cleaned files deleted) when retention deleted it or another cleaner replaced it first.
+    LogLockedError (cleaned files deleted) when not ``wait``ing and a writer holds it."""
+    directory = partition.directory
+    try:
+        with partition.maintenance_locked(wait=wait):
+            if not segment.log_path.exists() or segment.is_replaced():
+                remove_cleaner_files(directory, segment.base_offset)
+                return False
+            commit_swap(directory, segment.base_offset)
+            finish_swap(directory, segment.base_offset)
+    except LogLockedError:
+        remove_cleaner_files(directory, segment.base_offset)
+        raise
+    return True
+
+
+def clean_partition(
+    partition: PartitionLog, now_ms: int, *, force: bool = False, wait: bool = True
+) -> CleanerStats:
+    """Clean one partition of a compacted topic once (see the module docstring).
+
+    ``force`` cleans whatever the dirty ratio. Never waits for another cleaner (skipped), and
+    holds the partition lock only to take its snapshot and for each segment's swap; without
+    ``wait`` (housekeeping) a partition a writer holds at those moments is skipped.
+    """
+    name = str(partition.topic_partition)
+    config = partition.config
+    if not config.compact:
+        return CleanerStats(name, skipped=f"cleanup.policy is {config.cleanup_policy}")
+    directory = partition.directory
+    lock = FileLock(directory / CLEANER_LOCK_FILE)
+    try:
+        if not lock.try_acquire():
+            return CleanerStats(name, skipped="another process is cleaning it")
+    except FileNotFoundError:
+        return CleanerStats(name, skipped="deleted with its topic")
+    try:
+        return _clean_locked(partition, now_ms, force, wait)
+    except (LogLockedError, UnknownTopicOrPartitionError) as error:
+        return CleanerStats(name, skipped=str(error))
+    except StorageError:
+        if not directory.is_dir():  # its topic was deleted while it was being cleaned
+            return CleanerStats(name, skipped="deleted with its topic")
+        raise
+    finally:
+        lock.release()
+        lock.close()
+
+
+def _clean_locked(partition: PartitionLog, now_ms: int, force: bool, wait: bool) -> CleanerStats:
+    name, config, directory = str(partition.topic_partition), partition.config, partition.directory
+    with partition.maintenance_locked(wait=wait) as current:
+        recover_cleaner_files(directory, cleaner_lock_held=True)
+        segments = list(current)
+        end = min(partition.last_stable_offset, segments[-1].base_offset)  # B-17
+        chosen = _cleanable(segments, end, now_ms, config.min_compaction_lag_ms)
+        total = sum(s.size for s in chosen)
+        first_dirty = read_checkpoint(directory)
+        dirty = sum(s.size for s in chosen if s.base_offset >= first_dirty)
+        ratio = dirty / total if total else 0.0
+        if not chosen:
+            return CleanerStats(name, skipped=NOTHING_CLEANABLE)
+        if not force and (dirty == 0 or ratio < config.min_cleanable_dirty_ratio):
+            return CleanerStats(name, dirty_ratio=ratio, skipped=BELOW_RATIO)
+        state = partition.producer_state
+        last_data = {pid: e.last_data_offset for pid, e in state.active_producers().items()}
+        aborted = partition.collect_aborted_txns(segments[0].base_offset, partition.log_end_offset)
+    context = _Context(
+        now_ms, config.delete_retention_ms, _AbortedRanges(aborted), last_data, {}, {}
+    )
+    # Only the dirty section feeds the map: what the clean section superseded within itself
+    # went in an earlier cleaning (the checkpoint moves only after a complete one).
+    _build_offset_map([s for s in chosen if s.base_offset >= first_dirty], context)
+    cleaned: list[int] = []
+    before = after = 0
+    for segment in chosen:
+        result = _clean_segment(segment, context)
+        if result is None:
+            continue
+        batches, headers = result
+        txn_raw = _read_if_exists(segment.txn_index.path)  # copied unchanged (cleaner_swap)
+        size = write_cleaned(directory, segment.base_offset, batches, headers, txn_raw,
+                             config.index_interval_bytes)  # fmt: skip
+        if _swap_in(partition, segment, wait=wait):
+            cleaned.append(segment.base_offset)
+            before, after = before + segment.size, after + size
+    cleanable_end = chosen[-1].next_offset if chosen else 0
+    following = [s.base_offset for s in segments if s.base_offset > chosen[-1].base_offset]
+    if following:
+        cleanable_end = following[0]
+    write_durably(directory / CHECKPOINT_FILE, f"{cleanable_end}\n".encode())
+    _ = partition.log_start_offset  # this process's own view takes the cleaned copies
+    return CleanerStats(
+        name, tuple(cleaned), before, after, context.records_removed, context.batches_removed,
+        ratio,
+    )  # fmt: skip
