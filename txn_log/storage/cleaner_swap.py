@@ -31,7 +31,6 @@ in the new file at the reader's next read.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader
 from txn_log.storage import offset_index, time_index
-from txn_log.storage.durable_file import fsync_directory
+from txn_log.storage.durable_file import fsync_directory, rename_into_place, write_synced
 from txn_log.storage.file_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -58,17 +57,6 @@ _NO_TIMESTAMP = -1
 
 def _path(directory: Path, base_offset: int, suffix: str, state: str = "") -> Path:
     return directory / (offset_file_name(base_offset, suffix) + state)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def build_indexes(
@@ -110,11 +98,11 @@ def write_cleaned(
     index, times = build_indexes(base_offset, zip(positions, headers, strict=True),
                                  index_interval_bytes)  # fmt: skip
     try:
-        _write_synced(_path(directory, base_offset, LOG_SUFFIX, CLEANED_SUFFIX), b"".join(batches))
-        _write_synced(_path(directory, base_offset, INDEX_SUFFIX, CLEANED_SUFFIX), index)
-        _write_synced(_path(directory, base_offset, TIME_INDEX_SUFFIX, CLEANED_SUFFIX), times)
+        write_synced(_path(directory, base_offset, LOG_SUFFIX, CLEANED_SUFFIX), b"".join(batches))
+        write_synced(_path(directory, base_offset, INDEX_SUFFIX, CLEANED_SUFFIX), index)
+        write_synced(_path(directory, base_offset, TIME_INDEX_SUFFIX, CLEANED_SUFFIX), times)
         if txn_index is not None:
-            _write_synced(
+            write_synced(
                 _path(directory, base_offset, TXN_INDEX_SUFFIX, CLEANED_SUFFIX), txn_index
             )
     except OSError as error:
@@ -129,9 +117,9 @@ def commit_swap(directory: Path, base_offset: int) -> None:
     for suffix in INDEX_SUFFIXES:
         cleaned = _path(directory, base_offset, suffix, CLEANED_SUFFIX)
         if cleaned.exists():
-            os.replace(cleaned, _path(directory, base_offset, suffix, SWAP_SUFFIX))
+            rename_into_place(cleaned, _path(directory, base_offset, suffix, SWAP_SUFFIX))
     crash_point("cleaner.before_log_swap")
-    os.replace(
+    rename_into_place(
         _path(directory, base_offset, LOG_SUFFIX, CLEANED_SUFFIX),
         _path(directory, base_offset, LOG_SUFFIX, SWAP_SUFFIX),
     )
@@ -144,9 +132,9 @@ def finish_swap(directory: Path, base_offset: int) -> None:
     for suffix in INDEX_SUFFIXES:
         swap = _path(directory, base_offset, suffix, SWAP_SUFFIX)
         if swap.exists():
-            os.replace(swap, _path(directory, base_offset, suffix))
+            rename_into_place(swap, _path(directory, base_offset, suffix))
             crash_point("cleaner.between_swap_renames")
-    os.replace(
+    rename_into_place(
         _path(directory, base_offset, LOG_SUFFIX, SWAP_SUFFIX),
         _path(directory, base_offset, LOG_SUFFIX),
     )

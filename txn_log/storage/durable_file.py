@@ -26,6 +26,10 @@ Files written in place, without this rule, and why that is safe:
   aborted-transaction index is fsynced (and its directory, when created) before the ABORT
   marker it belongs to (B-09, B-10).
 - Lock files (``file_lock.py``): only their ``flock`` matters, never their contents.
+- The cleaner's segment swap (``cleaner_swap.py``, Kafka's ``.cleaned`` → ``.swap`` protocol)
+  replaces a segment and its indexes in several steps, whose order is its crash safety: it
+  writes each new file with ``write_synced`` (a name no reader opens, fsynced) and moves them
+  with ``rename_into_place``, fsyncing the directory itself at its commit points.
 - The housekeeping stamp (``housekeeping.py``): a fixed-width time in the housekeeping lock
   file, advisory (``txnlog topics describe`` shows it); a torn or lost one reads as "no pass
   yet", and the next pass writes it again.
@@ -78,21 +82,34 @@ def write_durably(path: Path, data: bytes, *, fault_name: str | None = None) -> 
     """
     temp = temp_path_for(path)
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            write_all(fd, data, 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(temp, data)
         if fault_name is not None:
             crash_point(f"{fault_name}.after_temp_fsync")
-        os.replace(temp, path)
+        rename_into_place(temp, path)
     except OSError as error:
         temp.unlink(missing_ok=True)
         raise StorageError(f"cannot write {path}: {error}") from error
     if fault_name is not None:
         crash_point(f"{fault_name}.after_rename")  # renamed, the directory not yet synced
     fsync_directory(path.parent)
+
+
+def write_synced(path: Path, data: bytes) -> None:
+    """Create (or truncate) ``path`` with ``data`` and fsync it, under a name no reader opens;
+    a multi-step protocol renames it later and fsyncs the directory at its own commit points
+    (the cleaner's ``.cleaned`` files). Raises OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rename_into_place(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target`` (atomic: a reader opens one or the other, whole); the
+    caller fsyncs the directory when its protocol needs the rename durable. Raises OSError."""
+    os.replace(source, target)
 
 
 def fsync_directory(directory: Path) -> None:
