@@ -78,7 +78,11 @@ def run_history(log: Log, rng: random.Random, steps: int) -> dict[str, Any]:
             sequences[ledger] += 1
             ref = TxnRef(tid, producer.producer_id, producer.producer_epoch)
             log.coordinator.commit_transactions(
-                ledger, sequences[ledger], [ref], group_id=group, offsets=[(TOPIC, tp.partition, step)]
+                ledger,
+                sequences[ledger],
+                [ref],
+                group_id=group,
+                offsets=[(TOPIC, tp.partition, step)],
             )
             producer.close()
             del producers[tid]  # its transaction was committed by the coordinator

@@ -24,13 +24,13 @@ from tests.txn_log.snapshot_history import (
     snapshot_files,
 )
 from txn_log.log import Log
-from txn_log.topic_partition import TopicPartition
 from txn_log.storage.state_snapshot import (
     SNAPSHOTS_KEPT,
     SnapshotKind,
     StateSnapshotDir,
     state_snapshot_file_name,
 )
+from txn_log.topic_partition import TopicPartition
 
 STATE_DIR = "__transaction_state-0"
 OFFSETS_DIR = "__consumer_offsets-0"
