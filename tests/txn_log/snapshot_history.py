@@ -46,16 +46,20 @@ def set_intervals(log: Log, records: int) -> None:
     log.group_offsets.snapshot_interval_offsets = records
 
 
-def run_history(log: Log, rng: random.Random, steps: int) -> dict[str, Any]:
-    """``steps`` random operations; returns what was acknowledged (for reports)."""
+def run_history(log: Log, rng: random.Random, steps: int, prefix: str = "") -> dict[str, Any]:
+    """``steps`` random operations on transactional ids and ledgers named with ``prefix`` (so
+    that processes with different prefixes never fence each other); returns what was
+    acknowledged, with each ledger's last committed sequence."""
+    ids = tuple(prefix + i for i in IDS)
+    ledgers = tuple(prefix + k for k in LEDGERS)
     if TOPIC not in log.topics():
         log.create_topic(TOPIC, partitions=2)
     producers: dict[str, Any] = {}
-    sequences = dict.fromkeys(LEDGERS, 0)
+    sequences = dict.fromkeys(ledgers, 0)
     done = {"commit": 0, "abort": 0, "open": 0, "atomic": 0, "plain": 0}
     for step in range(steps):
         kind = rng.choices(["txn", "atomic", "plain", "reinit"], [6, 2, 1, 1])[0]
-        tid = rng.choice(IDS)
+        tid = rng.choice(ids)
         group = rng.choice(GROUPS)
         tp = TopicPartition(TOPIC, rng.randrange(2))
         if kind == "plain":
@@ -74,7 +78,7 @@ def run_history(log: Log, rng: random.Random, steps: int) -> dict[str, Any]:
         producer.send(TOPIC, b"v%d" % step, partition=tp.partition)
         if kind == "atomic":
             producer.flush()
-            ledger = rng.choice(LEDGERS)
+            ledger = rng.choice(ledgers)
             sequences[ledger] += 1
             ref = TxnRef(tid, producer.producer_id, producer.producer_epoch)
             log.coordinator.commit_transactions(
@@ -101,7 +105,7 @@ def run_history(log: Log, rng: random.Random, steps: int) -> dict[str, Any]:
         done[outcome] += 1
     for producer in producers.values():
         producer.close()
-    return done
+    return {**done, "sequences": {k: v for k, v in sequences.items() if v}}
 
 
 def observed_state(path: Path) -> ObservedState:
