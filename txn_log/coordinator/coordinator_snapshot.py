@@ -11,6 +11,12 @@ per ledger key. Loading decodes them and replays them into a fresh state with
 for every log (tested with random histories, including transactions and atomic commits past
 their commit point but not complete, which recovery then rolls forward the same way).
 
+Compaction (C-02, C-10, C-11): the state log's keys are the transactional id and the ledger
+key, and the newest record per key is the whole state of that key (a COMPLETE_* record without
+partitions after a transaction, C-10; a tombstone after expiration, C-11, C-27; a ledger's last
+sequence), so a log reduced to its newest record per key replays, and snapshots, to the same
+state; ``snapshot_entries`` is exactly that reduction.
+
 Taken only of a state caught up to a batch boundary ``N`` whose records are durable, under the
 coordinator lock (``TransactionCoordinator``); the file is written by ``durable_file``'s rename,
 so a half-written snapshot is never read. Pure functions, no I/O.
