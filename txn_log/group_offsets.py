@@ -373,8 +373,11 @@ class GroupOffsetStore:
         try:
             groups = _restore(snapshot)
         except CorruptRecordError as problem:
-            logger.warning("group offset snapshot at %d unusable, reading from the start: %s",
-                           snapshot.end_offset, problem)  # fmt: skip
+            logger.warning(
+                "group offset snapshot at %d unusable, reading from the start: %s",
+                snapshot.end_offset,
+                problem,
+            )
             return
         self._groups, self._applied = groups, snapshot.end_offset
         self._snapshot_offset = self.started_from_snapshot = snapshot.end_offset
@@ -451,8 +454,9 @@ def _restore(snapshot: StateSnapshot) -> GroupMetadata:
     for record in snapshot.records:
         decoded = decode_record(record.key, record.value)
         if decoded is None:
-            raise CorruptRecordError(f"group offset snapshot at {snapshot.end_offset}: a record "
-                                     "that is no offset commit")  # fmt: skip
+            raise CorruptRecordError(
+                f"group offset snapshot at {snapshot.end_offset}: a record that is no offset commit"
+            )
         group_id, tp, committed = decoded
         commit = CommitRecordMetadataAndOffset(record.record_offset, committed)
         producer_id = None if record.producer_id < 0 else record.producer_id

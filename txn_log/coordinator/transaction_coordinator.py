@@ -166,8 +166,11 @@ class TransactionCoordinator:
         try:
             state = coordinator_snapshot.restore(snapshot)
         except CorruptRecordError as problem:
-            logger.warning("coordinator snapshot at %d unusable, replaying the state log: %s",
-                           snapshot.end_offset, problem)  # fmt: skip
+            logger.warning(
+                "coordinator snapshot at %d unusable, replaying the state log: %s",
+                snapshot.end_offset,
+                problem,
+            )
             return
         self._state, self._applied = state, snapshot.end_offset
         self._snapshot_offset = self.started_from_snapshot = snapshot.end_offset

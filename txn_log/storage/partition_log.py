@@ -529,8 +529,8 @@ class PartitionLog(PartitionReader):
                 self._catch_up()
                 if self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS:
                     self.producer_state.take_snapshot()
-        except LogLockedError:
-            return
+        except (LogLockedError, UnknownTopicOrPartitionError):
+            return  # being written (its writer snapshots), or deleted with its topic
         except (TxnLogError, OSError) as problem:
             logger.warning("%s: no producer snapshot at close: %s", self.topic_partition, problem)
 
