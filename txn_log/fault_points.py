@@ -20,7 +20,9 @@ commit of many transactions, ``TransactionCoordinator.commit_transactions``);
 ``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written);
 ``append.before_write`` (a data batch validated under the partition lock, not yet written);
 ``producer_ids.after_temp_fsync`` and ``producer_ids.after_rename`` (a producer-id block file
-written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``).
+written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``);
+``coordinator_snapshot.after_temp_fsync`` / ``.after_rename`` and ``offsets_snapshot.*`` (the
+same two steps of writing a coordinator or group offset state snapshot, ``state_snapshot``).
 """
 
 from __future__ import annotations
