@@ -45,7 +45,6 @@ from txn_log.errors import (
     CorruptRecordError,
     InvalidGroupIdError,
     OffsetMetadataTooLargeError,
-    StorageError,
     TxnLogError,
 )
 from txn_log.file_lock import FileLock
@@ -401,7 +400,7 @@ class GroupOffsetStore:
                 plog, self._applied, _snapshot_records(self._groups), fault_name="offsets_snapshot"
             )
             self._snapshot_offset = self._applied
-        except StorageError as problem:
+        except (TxnLogError, OSError, ValueError) as problem:  # StorageError, a log truncated
             logger.warning("group offset snapshot at %d not written: %s", self._applied, problem)
         finally:
             self._snapshot_lock.release()

@@ -60,7 +60,7 @@ from txn_log.errors import (
     InvalidProducerIdMappingError,
     LogLockedError,
     ProducerFencedError,
-    StorageError,
+    TxnLogError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
@@ -195,7 +195,7 @@ class TransactionCoordinator:
                 coordinator_snapshot.snapshot_records(self._state),
                 fault_name="coordinator_snapshot",
             )
-        except StorageError as problem:
+        except (TxnLogError, OSError, ValueError) as problem:  # StorageError, a log truncated
             logger.warning("coordinator snapshot at %d not written: %s", self._applied, problem)
             return
         self._snapshot_offset = self._applied
