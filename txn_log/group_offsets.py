@@ -370,7 +370,7 @@ class GroupOffsetStore:
         if snapshot is None:
             return
         try:
-            groups = _restore(snapshot)
+            groups = restore_snapshot(snapshot)
         except CorruptRecordError as problem:
             logger.warning(
                 "group offset snapshot at %d unusable, reading from the start: %s",
@@ -397,7 +397,7 @@ class GroupOffsetStore:
                 return
             self._log.partition_log(OFFSETS_PARTITION).flush()  # the offset must be durable
             snapshots.write(
-                plog, self._applied, _snapshot_records(self._groups), fault_name="offsets_snapshot"
+                plog, self._applied, snapshot_records(self._groups), fault_name="offsets_snapshot"
             )
             self._snapshot_offset = self._applied
         except (TxnLogError, OSError, ValueError) as problem:  # StorageError, a log truncated
@@ -434,7 +434,7 @@ class GroupOffsetStore:
 # --- snapshots ---------------------------------------------------------------------------------
 
 
-def _snapshot_records(groups: GroupMetadata) -> list[SnapshotRecord]:
+def snapshot_records(groups: GroupMetadata) -> list[SnapshotRecord]:
     """Each entry of ``groups`` as an offset-commit record (commit timestamp 0: not state)."""
     return [
         SnapshotRecord(
@@ -447,7 +447,7 @@ def _snapshot_records(groups: GroupMetadata) -> list[SnapshotRecord]:
     ]
 
 
-def _restore(snapshot: StateSnapshot) -> GroupMetadata:
+def restore_snapshot(snapshot: StateSnapshot) -> GroupMetadata:
     """The state a group offset snapshot holds; CorruptRecordError if a record is not one."""
     groups = GroupMetadata()
     for record in snapshot.records:
