@@ -21,10 +21,11 @@ the snapshot interval (the worst case a fresh process meets), and a fresh proces
 Measured, in a subprocess: ``Log.open`` + ``init_transactions()`` + first commit (a transaction
 with one record and ``send_offsets_to_transaction``), imports of ``txn_log`` included, the
 interpreter's start-up not; median (and minimum) of ``--runs``; the ratio uses the medians.
-The ``snapshot`` column is the state-log offset of the coordinator snapshot it started from. Printed with the
-on-disk size of ``__transaction_state`` and ``__consumer_offsets`` and the ratio to the 1,000
-case. Target: ratio <= 1.5 at 100,000. Disk is *not* bounded here: bounding it needs the
-compacting cleaner (another branch, issue 14 item 1); the sizes are printed to show growth.
+The ``snapshot`` column is the state-log offset of the coordinator snapshot it started from.
+Printed with the on-disk size of ``__transaction_state`` and ``__consumer_offsets`` and the
+ratio to the first (1,000) case. Target: ratio <= 1.5 at 100,000. Disk is *not* bounded
+here: bounding it needs the compacting cleaner (another branch, issue 14 item 1); the sizes
+are printed to show growth.
 
     .venv/bin/python bench/bench_history.py [--sizes 1000,20000,100000] [--runs 3]
 """
@@ -149,8 +150,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"{'history':>9} {'build s':>8} {'warm-up s':>9} {'fresh s':>8} {'min s':>6} {'ratio':>6} "
-          f"{'snapshot':>9} {'__transaction_state':>20} {'__consumer_offsets':>19}")  # fmt: skip
+    print(
+        f"{'history':>9} {'build s':>8} {'warm-up s':>9} {'fresh s':>8} {'min s':>6} "
+        f"{'ratio':>6} {'snapshot':>9} {'__transaction_state':>20} {'__consumer_offsets':>19}"
+    )
     base = None
     with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
         path = Path(tmp) / "log"
