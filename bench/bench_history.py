@@ -8,13 +8,15 @@ How the history is built, fast (without an fsync per step): exactly the records 
 writes for such a transaction are appended directly with ``sync=False``, in the engine's order:
 ``__transaction_state`` gets Ongoing (data partition), Ongoing (+ offsets partition),
 PrepareCommit, CompleteCommit, written by the coordinator's own ``_write_metadata`` with
-``sync=False`` as one batch per transaction (the live coordinator writes them as 3-4 batches:
+``sync=False`` as one batch per transaction (the live coordinator writes them as 4 batches:
 the same records, fewer batch headers);
 the data partition gets a transactional batch and a COMMIT marker (``append_marker``);
 ``__consumer_offsets`` gets a transactional offset batch and a COMMIT marker. Nothing goes
-through the coordinator while building, so no snapshot is written then; a *warm-up* process
-opens the log next and does what the live writers would have done along the way (replay,
-then write the snapshots). Its time is printed too: it is the start-up cost without snapshots.
+through the coordinator's request path (lock, catch-up, snapshot check) while building, so no
+snapshot is written then; a *warm-up* process opens the log next and does what the live
+writers would have done along the way (replay everything, then write the state snapshots, and
+producer snapshots at its close). Its time is printed too: the start-up cost without any
+snapshot, as every process paid it before this branch.
 Then ``TAIL`` ordinary transactions through the public producer API leave a tail just below
 the snapshot interval (the worst case a fresh process meets), and a fresh process is timed.
 
