@@ -23,7 +23,7 @@ Start-up from a snapshot (issue 14): the first catch-up of a store loads the new
 group offset snapshot (``state_snapshot``, kind GROUP_OFFSETS: every materialized record, with
 its log offset, deletions included, and every producer's pending transactional records) and
 reads only the partition after it; a bad or stale snapshot falls back to an older one or to the
-start. A writable store that has read ``snapshot_interval_records`` offsets past the newest
+start. A writable store that has read ``snapshot_interval_offsets`` offsets past the newest
 snapshot writes a new one, if it gets the snapshot lock at once (``group-offsets.lock`` in the
 log directory: a reader never waits for it), after an fsync of the partition.
 
