@@ -48,7 +48,7 @@ bench: setup
 	$(PY) bench/bench_source.py
 	$(PY) bench/bench_sink.py
 
-## bench-history: start-up cost against 1,000 / 20,000 / 100,000 historic transactions (~6 min,
+## bench-history: start-up cost against 1,000 / 20,000 / 100,000 historic transactions (3-6 min,
 ## so not part of make bench)
 bench-history: setup
 	$(PY) bench/bench_history.py

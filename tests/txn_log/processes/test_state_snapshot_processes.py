@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.txn_log.processes.test_readers_never_wait import _finishes, _wait_stopped
 from tests.txn_log.snapshot_history import (
     TOPIC,
     full_replay_state,
@@ -120,3 +121,35 @@ def test_two_processes_committing_while_both_take_snapshots(tmp_path: Path) -> N
     acknowledged = {k: v for r in results for k, v in r["sequences"].items()}
     assert {e.ledger_key: e.sequence for e in fresh.ledgers} == acknowledged
     assert all(r["commit"] + r["atomic"] > 0 for r in results)
+
+
+def test_readers_do_not_wait_on_a_writer_frozen_while_writing_a_group_offset_snapshot(
+    tmp_path: Path,
+) -> None:
+    """DESIGN §3: a process stopped (SIGSTOP) in the middle of writing a group offset snapshot
+    holds the snapshot lock (and the coordinator lock: it snapshots after a commit). A reader
+    with a big enough tail to want a snapshot itself must answer anyway, skip the snapshot, and
+    answer exactly what a full replay gives."""
+    path = tmp_path / "log"
+    _new_log(path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLOG_CRASH")}
+    env.update(TXNLOG_CRASH_POINT="offsets_snapshot.after_temp_fsync", TXNLOG_CRASH_SIGNAL="STOP")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.txn_log.processes.snapshot_workers", str(path),
+         str(_seed()), "80", "7", "f-"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    reader = Log.open(path, housekeeping_interval_ms=None)
+    try:
+        _wait_stopped(worker)
+        reader.group_offsets.snapshot_interval_offsets = 1  # it wants to snapshot, cannot
+        done, entries = _finishes(reader.group_offsets.snapshot_entries)
+        assert done, "a reader of group offsets waited on the frozen snapshot writer"
+        expected = full_replay_state(path, tmp_path)
+        assert tuple(entries) == expected.groups  # type: ignore[arg-type]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        reader.close()
+    assert same_state(observed_state(path), full_replay_state(path, tmp_path))
