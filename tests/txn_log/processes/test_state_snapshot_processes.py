@@ -72,6 +72,7 @@ def _new_log(path: Path) -> None:
         log.create_topic(TOPIC, partitions=2)
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize(
     "crash",
     [
