@@ -8,7 +8,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP        := 127.0.0.1
 
-.PHONY: setup demo test test-all faults lint bench soak clean
+.PHONY: setup demo test test-all faults lint bench bench-history soak clean
 
 setup: $(STAMP)
 
@@ -47,6 +47,11 @@ bench: setup
 	$(PY) bench/bench_transactions.py
 	$(PY) bench/bench_source.py
 	$(PY) bench/bench_sink.py
+
+## bench-history: start-up cost against 1,000 / 20,000 / 100,000 historic transactions (3-6 min,
+## so not part of make bench)
+bench-history: setup
+	$(PY) bench/bench_history.py
 
 ## soak: at least 50 random kills over at least 1,000,000 records (not part of make test)
 soak: setup

@@ -23,7 +23,9 @@ commit of many transactions, ``TransactionCoordinator.commit_transactions``);
 written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``);
 ``cleaner.after_cleaned``, ``cleaner.before_log_swap``, ``cleaner.after_swap_commit``,
 ``cleaner.between_swap_renames``, ``cleaner.after_swap`` (the log cleaner's segment swap,
-``storage.cleaner_swap``).
+``storage.cleaner_swap``);
+``coordinator_snapshot.after_temp_fsync`` / ``.after_rename`` and ``offsets_snapshot.*`` (the
+same two steps of writing a coordinator or group offset state snapshot, ``state_snapshot``).
 """
 
 from __future__ import annotations

@@ -58,6 +58,10 @@ class CommitRecordMetadataAndOffset:
         return self.record_offset < other.record_offset
 
 
+GroupOffsetEntry = tuple[int | None, GroupPartition, CommitRecordMetadataAndOffset]
+"""One entry of the state: (pending producer id, or None if materialized; key; record)."""
+
+
 class GroupMetadata:
     """Materialized and pending offset commits of every group (O-04, O-05)."""
 
@@ -99,6 +103,21 @@ class GroupMetadata:
             for key, record in self._offsets.items()
             if record.committed is not None
         }
+
+    def snapshot_entries(self) -> list[GroupOffsetEntry]:
+        """The whole state as ``(producer id or None, key, record)``: materialized records
+        (deletions included) under None, then each producer's pending ones, sorted. Feeding
+        them back through ``on_offset_commit`` into a fresh object gives an equal one (the
+        group offset snapshot, ``group_offsets``); equal states give equal lists."""
+        entries: list[GroupOffsetEntry] = [
+            (None, key, record) for key, record in sorted(self._offsets.items())
+        ]
+        for producer_id in sorted(self._pending):
+            entries += [
+                (producer_id, key, record)
+                for key, record in sorted(self._pending[producer_id].items())
+            ]
+        return entries
 
     @property
     def pending_producer_ids(self) -> frozenset[int]:

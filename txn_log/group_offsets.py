@@ -19,6 +19,14 @@ coordinator does. It does not stop at the last stable offset: that bound (B-05) 
 read_committed consumers of a partition, and applied here it would let one group's open
 transaction hide every offset committed after it, by any group, until that transaction ends.
 
+Start-up from a snapshot (issue 14): the first catch-up of a store loads the newest valid
+group offset snapshot (``state_snapshot``, kind GROUP_OFFSETS: every materialized record, with
+its log offset, deletions included, and every producer's pending transactional records) and
+reads only the partition after it; a bad or stale snapshot falls back to an older one or to the
+start. A writable store that has read ``snapshot_interval_offsets`` offsets past the newest
+snapshot writes a new one, if it gets the snapshot lock at once (``group-offsets.lock`` in the
+log directory: a reader never waits for it), after an fsync of the partition.
+
 Validation comes first (STYLE 3): group ids, offsets and metadata that Kafka's OffsetCommit
 would refuse raise typed errors before anything is written or registered with the coordinator
 (INVALID_GROUP_ID: empty or over the int16 string's 32,767 UTF-8 bytes; OFFSET_METADATA_TOO_LARGE:
@@ -27,6 +35,7 @@ over ``offset.metadata.max.bytes``, Kafka's default 4,096 bytes; offsets int64 โ
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 from collections.abc import Iterable, Mapping
@@ -38,15 +47,25 @@ from txn_log.errors import (
     OffsetMetadataTooLargeError,
     TxnLogError,
 )
-from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata
+from txn_log.file_lock import FileLock
+from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata, GroupOffsetEntry
 from txn_log.group_metadata import OffsetAndMetadata as OffsetAndMetadata  # exported here
 from txn_log.log_manager import LogManager
 from txn_log.record.batch_header import BatchHeader, is_crc_valid
 from txn_log.record.control import ControlType
+from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.storage.replay import read_control_record
+from txn_log.storage.state_snapshot import (
+    SnapshotKind,
+    SnapshotRecord,
+    StateSnapshot,
+    StateSnapshotDir,
+)
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, validate_topic_name
 from txn_log.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
 
 OFFSETS_PARTITION = TopicPartition(CONSUMER_OFFSETS_TOPIC, 0)
 KEY_VERSION = 1
@@ -64,6 +83,9 @@ _VALUE_FIXED = struct.Struct(
     "i"  # leader_epoch
 )
 _TIMESTAMP = struct.Struct(">q")  # commit_timestamp
+DEFAULT_SNAPSHOT_INTERVAL_OFFSETS = 2000
+"""A new group offset snapshot once the partition has this many offsets past the newest one."""
+SNAPSHOT_LOCK_FILE = "group-offsets.lock"
 
 
 # --- validation (before anything is written) --------------------------------------------------
@@ -217,11 +239,32 @@ class GroupOffsetStore:
     prefix of what other processes appended and catches up on the next call (DESIGN ยง3).
     """
 
-    def __init__(self, log_manager: LogManager) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        *,
+        snapshot_interval_offsets: int = DEFAULT_SNAPSHOT_INTERVAL_OFFSETS,
+    ) -> None:
         self._log = log_manager
         self._mutex = threading.Lock()
         self._applied = 0  # offsets partition position read so far (exclusive)
         self._groups = GroupMetadata()
+        self.snapshot_interval_offsets = snapshot_interval_offsets
+        self._snapshots: StateSnapshotDir | None = None  # set by the first catch-up
+        self.started_from_snapshot: int | None = None
+        """The offset of the snapshot the first catch-up loaded; None: it replayed from 0."""
+        self._snapshot_offset = 0  # the newest snapshot this store knows of (exclusive)
+        self._snapshot_lock = FileLock(log_manager.path / SNAPSHOT_LOCK_FILE)
+
+    def close(self) -> None:
+        """Release the snapshot lock file's descriptor."""
+        self._snapshot_lock.close()
+
+    def snapshot_entries(self) -> list[GroupOffsetEntry]:
+        """The whole replayed state, caught up (``GroupMetadata.snapshot_entries``)."""
+        with self._mutex:
+            self._catch_up()
+            return self._groups.snapshot_entries()
 
     def encode_batch(
         self,
@@ -259,6 +302,7 @@ class GroupOffsetStore:
             plog.append(
                 self.encode_batch(group_id, normalized), sync=True, origin=AppendOrigin.COORDINATOR
             )
+            self.maybe_snapshot()
 
     def committed(
         self, group_id: str, partitions: Iterable[TopicPartition]
@@ -286,6 +330,9 @@ class GroupOffsetStore:
         only then, so a corrupt batch raises and leaves the cache as it was before that batch.
         """
         plog = self._log.partition_reader(OFFSETS_PARTITION)
+        if self._snapshots is None:
+            self._snapshots = StateSnapshotDir(plog.directory, SnapshotKind.GROUP_OFFSETS)
+            self._load_snapshot(self._snapshots, plog)
         end = plog.log_end_offset
         start = max(self._applied, plog.log_start_offset)  # retention may have removed a prefix
         if end <= start:
@@ -298,6 +345,65 @@ class GroupOffsetStore:
             else:
                 self._apply_commits(header, batch)
             self._applied = header.next_offset
+        self._maybe_snapshot(self._snapshots, plog)
+
+    def maybe_snapshot(self) -> None:
+        """Catch up and write a snapshot if one is due (writers call it after appending, so a
+        log only ever written to still gets snapshots). Never waits, never raises: a busy
+        store or snapshot lock, or a problem reading, leaves it to the next call."""
+        if self._log.read_only:
+            return
+        end = self._log.partition_reader(OFFSETS_PARTITION).log_end_offset
+        if end - self._snapshot_offset < self.snapshot_interval_offsets:
+            return
+        if not self._mutex.acquire(blocking=False):
+            return
+        try:
+            self._catch_up()
+        except TxnLogError as problem:
+            logger.warning("group offset snapshot skipped: %s", problem)
+        finally:
+            self._mutex.release()
+
+    def _load_snapshot(self, snapshots: StateSnapshotDir, plog: PartitionReader) -> None:
+        snapshot = snapshots.load_newest(plog)
+        if snapshot is None:
+            return
+        try:
+            groups = restore_snapshot(snapshot)
+        except CorruptRecordError as problem:
+            logger.warning(
+                "group offset snapshot at %d unusable, reading from the start: %s",
+                snapshot.end_offset,
+                problem,
+            )
+            return
+        self._groups, self._applied = groups, snapshot.end_offset
+        self._snapshot_offset = self.started_from_snapshot = snapshot.end_offset
+
+    def _maybe_snapshot(self, snapshots: StateSnapshotDir, plog: PartitionReader) -> None:
+        """Write a snapshot of the state at ``_applied`` if it is due and the snapshot lock is
+        free; a failure is logged, never raised (the caller only wanted to read)."""
+        if self._log.read_only:
+            return
+        if self._applied - self._snapshot_offset < self.snapshot_interval_offsets:
+            return
+        if not self._snapshot_lock.try_acquire():
+            return
+        try:
+            known = snapshots.offsets()  # another process may have written a newer one
+            if known and self._applied - known[-1] < self.snapshot_interval_offsets:
+                self._snapshot_offset = max(self._snapshot_offset, known[-1])
+                return
+            self._log.partition_log(OFFSETS_PARTITION).flush()  # the offset must be durable
+            snapshots.write(
+                plog, self._applied, snapshot_records(self._groups), fault_name="offsets_snapshot"
+            )
+            self._snapshot_offset = self._applied
+        except (TxnLogError, OSError, ValueError) as problem:  # StorageError, a log truncated
+            logger.warning("group offset snapshot at %d not written: %s", self._applied, problem)
+        finally:
+            self._snapshot_lock.release()
 
     def _apply_marker(self, header: BatchHeader, batch: memoryview) -> None:
         if not is_crc_valid(batch, header):
@@ -323,3 +429,35 @@ class GroupOffsetStore:
         producer_id = header.producer_id if header.is_transactional else None
         for key, commit in commits:
             self._groups.on_offset_commit(key, commit, producer_id)
+
+
+# --- snapshots ---------------------------------------------------------------------------------
+
+
+def snapshot_records(groups: GroupMetadata) -> list[SnapshotRecord]:
+    """Each entry of ``groups`` as an offset-commit record (commit timestamp 0: not state)."""
+    return [
+        SnapshotRecord(
+            encode_key(group_id, tp),
+            None if record.committed is None else encode_value(record.committed, 0, tp),
+            -1 if producer_id is None else producer_id,
+            record.record_offset,
+        )
+        for producer_id, (group_id, tp), record in groups.snapshot_entries()
+    ]
+
+
+def restore_snapshot(snapshot: StateSnapshot) -> GroupMetadata:
+    """The state a group offset snapshot holds; CorruptRecordError if a record is not one."""
+    groups = GroupMetadata()
+    for record in snapshot.records:
+        decoded = decode_record(record.key, record.value)
+        if decoded is None:
+            raise CorruptRecordError(
+                f"group offset snapshot at {snapshot.end_offset}: a record that is no offset commit"
+            )
+        group_id, tp, committed = decoded
+        commit = CommitRecordMetadataAndOffset(record.record_offset, committed)
+        producer_id = None if record.producer_id < 0 else record.producer_id
+        groups.on_offset_commit((group_id, tp), commit, producer_id)
+    return groups

@@ -160,9 +160,11 @@ class Log:
         return self.log_manager.run_housekeeping()
 
     def close(self) -> None:
-        """Stop housekeeping, close the partitions, then release the coordinator's lock."""
+        """Stop housekeeping, close the partitions, then release the coordinator's lock and
+        the group offset store's snapshot lock."""
         self.log_manager.close()
         self.coordinator.close()
+        self.group_offsets.close()
 
     def __enter__(self) -> Log:
         return self

@@ -18,6 +18,13 @@ Kafka backend keeps it.
 
 Timeouts (C-25) are enforced without a daemon: ``maybe_abort_timed_out`` runs on every
 coordinator operation and whenever a read_committed reader plans past an open transaction.
+
+Start-up from a snapshot (C-22, issue 14): the first catch-up of a process loads the newest
+valid coordinator snapshot (``coordinator_snapshot``, ``state_snapshot``) and replays only the
+state log after it; a corrupt, stale or mismatching snapshot falls back to an older one or to a
+full replay. Whoever holds the coordinator lock after an operation writes a new snapshot when
+the state log has ``snapshot_interval_records`` records past the newest one, after an fsync of
+the state log, so the snapshot's offset is durable; the newest two are kept.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-from txn_log.coordinator import atomic_commit
+from txn_log.coordinator import atomic_commit, coordinator_snapshot
 from txn_log.coordinator.atomic_commit import TxnIdentity
 from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
+from txn_log.coordinator.coordinator_snapshot import DEFAULT_SNAPSHOT_INTERVAL_RECORDS
 from txn_log.coordinator.coordinator_state import CoordinatorState
 from txn_log.coordinator.state_log_format import (
     StateLogEntry,
@@ -48,9 +56,11 @@ from txn_log.coordinator.transaction_metadata import (
 from txn_log.coordinator.transaction_state import TransactionState
 from txn_log.errors import (
     ConcurrentTransactionsError,
+    CorruptRecordError,
     InvalidProducerIdMappingError,
     LogLockedError,
     ProducerFencedError,
+    TxnLogError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
@@ -65,7 +75,9 @@ from txn_log.group_offsets import (
 from txn_log.log_manager import LogManager
 from txn_log.record.control import ControlType
 from txn_log.storage.group_sync import flush_all
+from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_append_info import AppendOrigin
+from txn_log.storage.state_snapshot import SnapshotKind, StateSnapshotDir
 from txn_log.topic_config import TRANSACTION_STATE_TOPIC, check_client_append
 from txn_log.topic_partition import TopicPartition
 
@@ -90,6 +102,7 @@ class TransactionCoordinator:
         *,
         max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
         transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+        snapshot_interval_records: int = DEFAULT_SNAPSHOT_INTERVAL_RECORDS,
     ) -> None:
         self._log = log_manager
         self._group_offsets = group_offsets
@@ -100,6 +113,11 @@ class TransactionCoordinator:
         self._mutex = threading.RLock()
         self._state = CoordinatorState()
         self._applied = 0  # state-log offset applied so far (exclusive)
+        self.snapshot_interval_records = snapshot_interval_records
+        self._snapshots: StateSnapshotDir | None = None  # set by the first catch-up
+        self.started_from_snapshot: int | None = None
+        """The offset of the snapshot the first catch-up loaded; None: it replayed from 0."""
+        self._snapshot_offset = 0  # the newest snapshot this process knows of (exclusive)
         self._last_expiration_check = -EXPIRATION_CHECK_INTERVAL_MS
 
     def close(self) -> None:
@@ -124,16 +142,63 @@ class TransactionCoordinator:
             self._complete_pending()
             self._abort_timed_out()
             yield self._state
+            self._maybe_snapshot()
 
     def _catch_up(self) -> None:
         from txn_log.record.codec import iter_records
 
         plog = self._log.partition_reader(STATE_PARTITION)
-        for _, batch in plog.read(self._applied):
+        if self._snapshots is None:
+            self._snapshots = StateSnapshotDir(plog.directory, SnapshotKind.COORDINATOR)
+            self._load_snapshot(self._snapshots, plog)
+        for header, batch in plog.read(max(self._applied, plog.log_start_offset)):
             for record in iter_records(batch):
                 if record.offset >= self._applied:
                     self._state.apply(decode_record(record.key or b"", record.value))
                     self._applied = record.offset + 1
+            self._applied = max(self._applied, header.next_offset)
+
+    def _load_snapshot(self, snapshots: StateSnapshotDir, plog: PartitionReader) -> None:
+        """Start from the newest valid snapshot (first catch-up of this object only)."""
+        snapshot = snapshots.load_newest(plog)
+        if snapshot is None:
+            return
+        try:
+            state = coordinator_snapshot.restore(snapshot)
+        except CorruptRecordError as problem:
+            logger.warning(
+                "coordinator snapshot at %d unusable, replaying the state log: %s",
+                snapshot.end_offset,
+                problem,
+            )
+            return
+        self._state, self._applied = state, snapshot.end_offset
+        self._snapshot_offset = self.started_from_snapshot = snapshot.end_offset
+
+    def _maybe_snapshot(self) -> None:
+        """Snapshot the state (held under the lock, caught up to ``_applied``) when the state
+        log has grown ``snapshot_interval_records`` past the newest snapshot. A failure to
+        write one is logged, never raised: the operation it follows has succeeded."""
+        if self._snapshots is None or self._state.corruption is not None:
+            return
+        if self._applied - self._snapshot_offset < self.snapshot_interval_records:
+            return
+        known = self._snapshots.offsets()  # another process may have written a newer one
+        if known and self._applied - known[-1] < self.snapshot_interval_records:
+            self._snapshot_offset = max(self._snapshot_offset, known[-1])
+            return
+        try:
+            self._log.partition_log(STATE_PARTITION).flush()  # the offset must be durable
+            self._snapshots.write(
+                self._log.partition_reader(STATE_PARTITION),
+                self._applied,
+                coordinator_snapshot.snapshot_records(self._state),
+                fault_name="coordinator_snapshot",
+            )
+        except (TxnLogError, OSError, ValueError) as problem:  # StorageError, a log truncated
+            logger.warning("coordinator snapshot at %d not written: %s", self._applied, problem)
+            return
+        self._snapshot_offset = self._applied
 
     def _write(self, entries: Sequence[StateLogEntry], *, sync: bool = True) -> None:
         """Append ``entries`` as one atomic batch (fsynced unless ``sync`` is False), then apply
@@ -199,6 +264,8 @@ class TransactionCoordinator:
         # C-19: COMPLETE need not be durable: if it is lost, recovery writes the (already
         # durable) markers again and completes once more. The markers were fsynced first.
         self._write_metadata(completed, sync=False)
+        if (OFFSETS_PARTITION.topic, OFFSETS_PARTITION.partition) in metadata.topic_partitions:
+            self._group_offsets.maybe_snapshot()
         return completed
 
     def _complete_pending(self, *, wait: bool = True) -> None:

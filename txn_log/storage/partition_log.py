@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from txn_log.clock import SYSTEM_CLOCK, Clock
-from txn_log.errors import LogLockedError, UnknownTopicOrPartitionError
+from txn_log.errors import LogLockedError, TxnLogError, UnknownTopicOrPartitionError
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader, parse_header
@@ -65,6 +65,9 @@ logger = logging.getLogger(__name__)
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 LOCK_FILE = ".lock"
+PRODUCER_SNAPSHOT_LAG_OFFSETS = 2000
+"""Housekeeping and a clean close snapshot the producer state once it is this many offsets
+past its newest snapshot, so the next open replays at most about this much (P-24, issue 14)."""
 
 
 @dataclass(frozen=True)
@@ -477,7 +480,7 @@ class PartitionLog(PartitionReader):
                 self._catch_up()
                 deleted = self._delete_old_segments()
                 expired = self.producer_state.remove_expired_producers()
-                if expired:
+                if expired or self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS:
                     self.producer_state.take_snapshot()
                 return PartitionHousekeeping(
                     tuple(deleted), tuple(expired), self._segments[0].base_offset
@@ -523,7 +526,27 @@ class PartitionLog(PartitionReader):
             self._segments = self._segments[count:]
         return [segment.base_offset for segment in deleted]
 
+    def _producer_snapshot_lag(self) -> int:
+        state = self.producer_state
+        return state.map_end_offset - (state.latest_snapshot_offset() or 0)
+
+    def _maybe_snapshot_on_close(self) -> None:
+        """As Kafka snapshots producer state at a clean shutdown, so that the next open does
+        not replay the whole partition (P-24): only when it lags by
+        ``PRODUCER_SNAPSHOT_LAG_OFFSETS`` (small logs keep their files unchanged). Never waits
+        for a writer; a failure is logged and leaves the next open to replay."""
+        try:
+            with self._write_locked(wait=False):
+                self._catch_up()
+                if self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS:
+                    self.producer_state.take_snapshot()
+        except (LogLockedError, UnknownTopicOrPartitionError):
+            return  # being written (its writer snapshots), or deleted with its topic
+        except (TxnLogError, OSError) as problem:
+            logger.warning("%s: no producer snapshot at close: %s", self.topic_partition, problem)
+
     def close(self) -> None:
+        self._maybe_snapshot_on_close()
         with self._mutex:
             super().close()
             self._lock.close()

@@ -1,0 +1,190 @@
+"""Start-up cost against history length (issue 14): does a fresh process pay for old transactions?
+
+For 1,000, 20,000 and 100,000 historic transactions, the history is that of a streaming sink:
+4 transactional ids (tasks), each committing one small transaction after another, each with one
+record to its own partition of ``bench`` and ``send_offsets_to_transaction`` for its group.
+
+How the history is built, fast (without an fsync per step): exactly the records the engine
+writes for such a transaction are appended directly with ``sync=False``, in the engine's order:
+``__transaction_state`` gets Ongoing (data partition), Ongoing (+ offsets partition),
+PrepareCommit, CompleteCommit, written by the coordinator's own ``_write_metadata`` with
+``sync=False`` as one batch per transaction (the live coordinator writes them as 4 batches:
+the same records, fewer batch headers);
+the data partition gets a transactional batch and a COMMIT marker (``append_marker``);
+``__consumer_offsets`` gets a transactional offset batch and a COMMIT marker. Nothing goes
+through the coordinator's request path (lock, catch-up, snapshot check) while building, so no
+snapshot is written then; a *warm-up* process opens the log next and does what the live
+writers would have done along the way (replay everything, then write the state snapshots, and
+producer snapshots at its close). Its time is printed too: the start-up cost without any
+snapshot, as every process paid it before this branch.
+Then ``TAIL`` ordinary transactions through the public producer API leave a tail just below
+the snapshot interval (the worst case a fresh process meets), and a fresh process is timed.
+
+Measured, in a subprocess: ``Log.open`` + ``init_transactions()`` + first commit (a transaction
+with one record and ``send_offsets_to_transaction``), imports of ``txn_log`` included, the
+interpreter's start-up not; median (and minimum) of ``--runs``; the ratio uses the medians.
+The ``snapshot`` column is the state-log offset of the coordinator snapshot it started from.
+Printed with the on-disk size of ``__transaction_state`` and ``__consumer_offsets`` and the
+ratio to the first (1,000) case. Target: ratio <= 1.5 at 100,000. Disk is *not* bounded
+here: bounding it needs the compacting cleaner (another branch, issue 14 item 1); the sizes
+are printed to show growth.
+
+    .venv/bin/python bench/bench_history.py [--sizes 1000,20000,100000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from txn_log.coordinator.transaction_coordinator import COORDINATOR_EPOCH, STATE_PARTITION
+from txn_log.coordinator.transaction_metadata import TransactionMetadata
+from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.log import Log
+from txn_log.record.codec import encode_records
+from txn_log.record.control import ControlType
+from txn_log.storage.producer_append_info import AppendOrigin
+from txn_log.topic_partition import TopicPartition
+
+TOPIC = "bench"
+TASKS = 4
+TAIL = 450  # x ~4 state records: just below the 2,000-record snapshot interval
+TIMEOUT_MS = 60_000
+
+FRESH_PROCESS = """
+import sys, time
+t0 = time.perf_counter()
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+log = Log.open(sys.argv[1], housekeeping_interval_ms=None)
+producer = log.producer("task-0")
+producer.init_transactions()
+producer.begin_transaction()
+producer.send("bench", b"fresh", partition=0)
+producer.send_offsets_to_transaction({TopicPartition("bench", 0): 1}, "group-0")
+producer.commit_transaction()
+elapsed = time.perf_counter() - t0
+started = log.coordinator.started_from_snapshot
+log.close()
+print(elapsed, started)
+"""
+
+
+def extend_history(log: Log, start: int, stop: int) -> None:
+    """Append transactions ``start`` .. ``stop - 1`` (see the module docstring)."""
+    offsets_log = log.partition_log(OFFSETS_PARTITION)
+    ids = [(f"task-{t}", TopicPartition(TOPIC, t), f"group-{t}") for t in range(TASKS)]
+    for tid, _, _ in ids:
+        log.coordinator.init_producer_id(tid, TIMEOUT_MS)
+    mds = {m.transactional_id: m for m in log.coordinator.transactions()}
+    sequences = dict.fromkeys(mds, 0)
+    now = log.clock.time_ms()
+    for n in range(start, stop):
+        tid, tp, group = ids[n % TASKS]
+        md: TransactionMetadata = mds[tid]
+        pid, epoch = md.producer_id, md.producer_epoch
+        ongoing = md.prepare_add_partitions(pid, epoch, [(tp.topic, tp.partition)], now)
+        with_offsets = ongoing.prepare_add_offsets(
+            pid, epoch, group, now, OFFSETS_PARTITION.partition
+        )
+        prepared = with_offsets.prepare_end_txn(pid, epoch, True, now)
+        completed = prepared.prepare_complete(now)
+        # the coordinator's own write path, without its fsync (one batch of the 4 records)
+        log.coordinator._write_metadata(ongoing, with_offsets, prepared, completed, sync=False)
+        data = encode_records([(None, b"v%d" % n, now, ())], now_ms=now, producer_id=pid,
+                              producer_epoch=epoch, base_sequence=sequences[tid],
+                              transactional=True)  # fmt: skip
+        sequences[tid] += 1
+        data_log = log.partition_log(tp)
+        data_log.append(data)
+        offsets = log.group_offsets.encode_batch(
+            group, {tp: OffsetAndMetadata(n)}, producer_id=pid, producer_epoch=epoch,
+            transactional=True,
+        )  # fmt: skip
+        offsets_log.append(offsets, origin=AppendOrigin.COORDINATOR)
+        for plog in (data_log, offsets_log):
+            plog.append_marker(ControlType.COMMIT, producer_id=pid, producer_epoch=epoch,
+                               coordinator_epoch=COORDINATOR_EPOCH, sync=False)  # fmt: skip
+        mds[tid] = completed
+    state_log = log.partition_log(STATE_PARTITION)
+    for plog in [state_log, offsets_log, *(log.partition_log(tp) for _, tp, _ in ids)]:
+        plog.flush()
+
+
+def fresh_process(path: Path) -> tuple[float, str]:
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return float(out[0]), out[1]
+
+
+def tail_transactions(path: Path, count: int) -> None:
+    with Log.open(path, housekeeping_interval_ms=None) as log:
+        producers = [log.producer(f"task-{t}") for t in range(TASKS)]
+        for producer in producers:
+            producer.init_transactions()
+        for n in range(count):
+            t = n % TASKS
+            producer = producers[t]
+            producer.begin_transaction()
+            producer.send(TOPIC, b"tail", partition=t)
+            producer.send_offsets_to_transaction({TopicPartition(TOPIC, t): n}, f"group-{t}")
+            producer.commit_transaction()
+        for producer in producers:
+            producer.close()
+
+
+def size_of(path: Path, directory: str) -> int:
+    return sum(p.stat().st_size for p in (path / directory).iterdir() if p.suffix == ".log")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,20000,100000")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(
+        f"{'history':>9} {'build s':>8} {'warm-up s':>9} {'fresh s':>8} {'min s':>6} "
+        f"{'ratio':>6} {'snapshot':>9} {'__transaction_state':>20} {'__consumer_offsets':>19}"
+    )
+    base = None
+    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
+        path = Path(tmp) / "log"
+        with Log.open(path, housekeeping_interval_ms=None) as log:
+            log.create_topic(TOPIC, partitions=TASKS)
+        built = 0
+        for size in sizes:
+            t0 = time.perf_counter()
+            with Log.open(path, housekeeping_interval_ms=None) as log:
+                extend_history(log, built, size)
+            built = size
+            build_s = time.perf_counter() - t0
+            warm_s, _ = fresh_process(path)  # replays, then snapshots, as live writers would
+            tail_transactions(path, TAIL)
+            runs = [fresh_process(path) for _ in range(args.runs)]
+            fresh = statistics.median(r[0] for r in runs)
+            base = base or fresh
+            print(
+                f"{size:>9,} {build_s:>8.1f} {warm_s:>9.3f} {fresh:>8.3f} "
+                f"{min(r[0] for r in runs):>6.3f} {fresh / base:>6.2f} "
+                f"{runs[0][1]:>9} {size_of(path, '__transaction_state-0'):>20,} "
+                f"{size_of(path, '__consumer_offsets-0'):>19,}",
+                flush=True,
+            )
+    ratio = fresh / (base or fresh)
+    verdict = "PASS" if ratio <= 1.5 else "MISS"
+    print(f"{verdict}: fresh-process ratio at {sizes[-1]:,} = {ratio:.2f} (target <= 1.5)")
+    print("disk: not bounded on this branch (needs the compacting cleaner, issue 14 item 1)")
+
+
+if __name__ == "__main__":
+    main()

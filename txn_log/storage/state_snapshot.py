@@ -1,0 +1,311 @@
+"""Snapshots of a keyed internal topic's replayed state (C-22 start-up, issue 14 item 3).
+
+The coordinator (``__transaction_state``) and the group offset store (``__consumer_offsets``)
+rebuild their state by replaying their partition. A snapshot stores that state, as the records
+that replay into it, taken at an *exclusive* partition offset ``end_offset``; a process loads the
+newest valid snapshot and replays only the tail from ``end_offset``. One file per snapshot, in
+the partition's own directory, named ``<end_offset, 20 digits>.state-snapshot`` (a suffix the
+segment, index and producer-snapshot code all ignore). The framing is the producer snapshot's
+(``producer_snapshot.HEADER``: version, then CRC-32C of every later byte), then, big-endian:
+
+    offset  width  field
+    ------  -----  ----------------------------------------------------------------------
+         0      2  version                 int16   = 1
+         2      4  crc                     uint32  CRC-32C of bytes [6, end)
+         6      2  kind                    int16   1 = coordinator, 2 = group offsets
+         8      8  end_offset              int64   exclusive; the file holds state below it
+        16      8  last_batch_base_offset  int64   the batch ending at end_offset; -1 if none
+        24      4  last_batch_crc          uint32  that batch's CRC-32C (0 if none)
+        28      4  count                   int32   records that follow
+        32      *  records, each:
+                +0      8  producer_id     int64   -1 unless the record is pending for it
+                +8      8  record_offset   int64   the record's offset in the log; -1 if unused
+               +16      4  key length      int32   then the key bytes
+                   +20  4  value length    int32   -1 = null (then no bytes), else the bytes
+
+Validity on load (STYLE 6: fall back, never load wrong state). A file with a bad version, kind,
+CRC, length or name is skipped (``CorruptSnapshotError`` logged) and the next older one is tried,
+finally none (full replay). A snapshot whose ``end_offset`` is past the partition's log end (the
+log was truncated by torn-tail recovery), or whose last batch is not the batch that now ends at
+``end_offset`` with the same CRC (the log was truncated and written again, or rewritten), is
+ignored the same way: the fingerprint ties the snapshot to the exact bytes it was taken of.
+
+Writing (``StateSnapshotDir.write``) uses the engine's one durable-write rule (``durable_file``):
+temporary file, fsync, rename, directory fsync. A reader sees a whole old file, a whole new file
+or none; a SIGKILL leaves at worst a hidden temporary file, removed by the next writer.
+Process safety: any number of readers without a lock; writers hold the lock their owner names
+(the coordinator lock, or the group offset store's snapshot lock), which makes ``prune`` and
+leftover removal safe. A reader racing a prune may find a file gone: it tries the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+import crc32c
+
+from txn_log.errors import CorruptSnapshotError, OffsetOutOfRangeError
+from txn_log.storage.durable_file import is_temp_name, write_durably
+from txn_log.storage.partition_reader import PartitionReader
+from txn_log.storage.producer_snapshot import CRC_START, HEADER
+
+logger = logging.getLogger(__name__)
+
+STATE_SNAPSHOT_VERSION = 1
+STATE_SNAPSHOT_SUFFIX = ".state-snapshot"
+SNAPSHOTS_KEPT = 2
+_NAME = re.compile(r"^(\d{20})\.state-snapshot$")
+
+PREAMBLE = struct.Struct(
+    ">"
+    "h"  # kind: SnapshotKind
+    "q"  # end_offset: exclusive
+    "q"  # last_batch_base_offset: -1 when end_offset is 0
+    "I"  # last_batch_crc
+    "i"  # count of records
+)
+RECORD_HEAD = struct.Struct(
+    ">"
+    "q"  # producer_id: -1 unless pending for a producer
+    "q"  # record_offset: -1 when unused
+    "i"  # key length (then the key)
+)
+LENGTH = struct.Struct(">i")  # value length, -1 = null
+RECORDS_OFFSET = HEADER.size + PREAMBLE.size  # 32
+
+if RECORDS_OFFSET != 32 or CRC_START != 6:  # pragma: no cover - layout guard
+    raise ImportError("state snapshot layout drifted from its documented offsets")
+
+
+class SnapshotKind(IntEnum):
+    """Whose state a snapshot holds (a file of the wrong kind is refused)."""
+
+    COORDINATOR = 1
+    GROUP_OFFSETS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRecord:
+    """One record of the state: a key, a value (``None``: a tombstone/deletion), and two
+    integers whose meaning the owner gives (-1 when it does not use them)."""
+
+    key: bytes
+    value: bytes | None
+    producer_id: int = -1
+    record_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFingerprint:
+    """The batch that ends at a snapshot's ``end_offset``: its base offset and CRC-32C."""
+
+    base_offset: int
+    crc: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    """A decoded snapshot: state of every record below ``end_offset`` (exclusive)."""
+
+    kind: SnapshotKind
+    end_offset: int
+    last_batch: BatchFingerprint | None
+    records: tuple[SnapshotRecord, ...]
+
+
+def state_snapshot_file_name(end_offset: int) -> str:
+    """``<end_offset, 20 digits>.state-snapshot``."""
+    return f"{end_offset:020d}{STATE_SNAPSHOT_SUFFIX}"
+
+
+def encode_state_snapshot(snapshot: StateSnapshot) -> bytes:
+    """The whole file, CRC filled in."""
+    last = snapshot.last_batch
+    body = bytearray(
+        PREAMBLE.pack(
+            snapshot.kind,
+            snapshot.end_offset,
+            -1 if last is None else last.base_offset,
+            0 if last is None else last.crc,
+            len(snapshot.records),
+        )
+    )
+    for record in snapshot.records:
+        body += RECORD_HEAD.pack(record.producer_id, record.record_offset, len(record.key))
+        body += record.key
+        if record.value is None:
+            body += LENGTH.pack(-1)
+        else:
+            body += LENGTH.pack(len(record.value)) + record.value
+    return HEADER.pack(STATE_SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
+
+
+def decode_state_snapshot(
+    data: bytes, kind: SnapshotKind, source: str = "state snapshot"
+) -> StateSnapshot:
+    """Parse and check a whole file of ``kind``; CorruptSnapshotError names what is wrong."""
+    if len(data) < RECORDS_OFFSET:
+        raise CorruptSnapshotError(
+            f"{source}: truncated, {len(data)} bytes, expected at least {RECORDS_OFFSET}"
+        )
+    version, stored_crc = HEADER.unpack_from(data, 0)
+    if version != STATE_SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(
+            f"{source}: unknown state snapshot version {version}, expected {STATE_SNAPSHOT_VERSION}"
+        )
+    computed = crc32c.crc32c(data[CRC_START:])
+    if computed != stored_crc:
+        raise CorruptSnapshotError(
+            f"{source}: CRC-32C mismatch, stored {stored_crc:#010x}, computed {computed:#010x}"
+        )
+    found_kind, end_offset, last_base, last_crc, count = PREAMBLE.unpack_from(data, HEADER.size)
+    if found_kind != kind:
+        raise CorruptSnapshotError(f"{source}: snapshot kind {found_kind}, expected {kind:d}")
+    if end_offset < 0 or count < 0:
+        raise CorruptSnapshotError(f"{source}: negative end offset {end_offset} or count {count}")
+    records = []
+    position = RECORDS_OFFSET
+    try:
+        for _ in range(count):
+            producer_id, record_offset, key_length = RECORD_HEAD.unpack_from(data, position)
+            position += RECORD_HEAD.size
+            key = _take(data, position, key_length, source)
+            position += key_length
+            (value_length,) = LENGTH.unpack_from(data, position)
+            position += LENGTH.size
+            value = None if value_length == -1 else _take(data, position, value_length, source)
+            position += max(value_length, 0)
+            records.append(SnapshotRecord(key, value, producer_id, record_offset))
+    except struct.error as error:
+        raise CorruptSnapshotError(f"{source}: truncated record: {error}") from None
+    if position != len(data):
+        raise CorruptSnapshotError(
+            f"{source}: {count} records end at byte {position}, the file has {len(data)}"
+        )
+    last = None if last_base < 0 else BatchFingerprint(last_base, last_crc)
+    return StateSnapshot(SnapshotKind(found_kind), end_offset, last, tuple(records))
+
+
+def _take(data: bytes, position: int, length: int, source: str) -> bytes:
+    if length < 0 or position + length > len(data):
+        raise CorruptSnapshotError(
+            f"{source}: a field of {length} bytes at byte {position} overruns the file "
+            f"({len(data)} bytes)"
+        )
+    return data[position : position + length]
+
+
+def fingerprint_at(reader: PartitionReader, end_offset: int) -> BatchFingerprint | None:
+    """The batch of ``reader`` that ends exactly at ``end_offset`` (exclusive); ``None`` at
+    offset 0. Raises ValueError if no batch ends there (not a batch boundary)."""
+    if end_offset == 0:
+        return None
+    for header, _ in reader.read(end_offset - 1, end_offset):
+        if header.next_offset == end_offset:
+            return BatchFingerprint(header.base_offset, header.crc)
+        break
+    raise ValueError(f"{reader.topic_partition}: no batch ends at offset {end_offset}")
+
+
+def matches_log(reader: PartitionReader, snapshot: StateSnapshot) -> str | None:
+    """Why ``snapshot`` does not describe ``reader``'s log (see the module docstring), or
+    ``None`` if it does."""
+    end = reader.log_end_offset
+    if snapshot.end_offset > end:
+        return f"its offset {snapshot.end_offset} is past the log end {end} (log truncated)"
+    if snapshot.last_batch is None:
+        return None
+    try:
+        found = fingerprint_at(reader, snapshot.end_offset)
+    except (ValueError, OffsetOutOfRangeError):
+        return f"no batch ends at its offset {snapshot.end_offset} any more"
+    if found != snapshot.last_batch:
+        return (
+            f"the batch ending at {snapshot.end_offset} is {found}, it was taken after "
+            f"{snapshot.last_batch} (log truncated and rewritten)"
+        )
+    return None
+
+
+class StateSnapshotDir:
+    """The state snapshots of one kind in one partition directory (see the module docstring
+    for who may call what without a lock)."""
+
+    def __init__(self, directory: Path, kind: SnapshotKind) -> None:
+        self.directory = directory
+        self.kind = kind
+
+    def offsets(self) -> list[int]:
+        """End offsets of the snapshot files present, ascending."""
+        try:
+            names = [p.name for p in self.directory.iterdir()]
+        except FileNotFoundError:
+            return []
+        return sorted(int(m.group(1)) for m in map(_NAME.match, names) if m is not None)
+
+    def path_of(self, end_offset: int) -> Path:
+        return self.directory / state_snapshot_file_name(end_offset)
+
+    def read(self, end_offset: int) -> StateSnapshot:
+        """One file, checked; CorruptSnapshotError (or OSError, e.g. pruned meanwhile)."""
+        path = self.path_of(end_offset)
+        snapshot = decode_state_snapshot(path.read_bytes(), self.kind, str(path))
+        if snapshot.end_offset != end_offset:
+            raise CorruptSnapshotError(
+                f"{path}: holds offset {snapshot.end_offset}, its name says {end_offset}"
+            )
+        return snapshot
+
+    def load_newest(self, reader: PartitionReader) -> StateSnapshot | None:
+        """The newest snapshot that reads back whole and matches ``reader``'s log, or None."""
+        for end_offset in reversed(self.offsets()):
+            try:
+                snapshot = self.read(end_offset)
+            except (CorruptSnapshotError, OSError) as problem:
+                logger.warning("ignoring state snapshot: %s", problem)
+                continue
+            mismatch = matches_log(reader, snapshot)
+            if mismatch is None:
+                return snapshot
+            logger.warning("ignoring state snapshot %s: %s", self.path_of(end_offset), mismatch)
+        return None
+
+    def write(
+        self,
+        reader: PartitionReader,
+        end_offset: int,
+        records: Sequence[SnapshotRecord],
+        *,
+        fault_name: str,
+    ) -> None:
+        """Write the snapshot of the state at ``end_offset`` (a batch boundary of ``reader``'s
+        log, already durable), then keep only the newest ``SNAPSHOTS_KEPT``. Caller holds the
+        owner's snapshot lock. Raises StorageError."""
+        self.remove_leftovers()
+        snapshot = StateSnapshot(
+            self.kind, end_offset, fingerprint_at(reader, end_offset), tuple(records)
+        )
+        data = encode_state_snapshot(snapshot)
+        write_durably(self.path_of(end_offset), data, fault_name=fault_name)
+        self.prune()
+
+    def prune(self) -> None:
+        """Delete all but the newest ``SNAPSHOTS_KEPT`` snapshots (under the snapshot lock)."""
+        for end_offset in self.offsets()[:-SNAPSHOTS_KEPT]:
+            self.path_of(end_offset).unlink(missing_ok=True)
+
+    def remove_leftovers(self) -> None:
+        """Temporary files of interrupted writes (under the snapshot lock: no writer is live)."""
+        try:
+            paths = list(self.directory.iterdir())
+        except FileNotFoundError:
+            return
+        for path in paths:
+            if is_temp_name(path.name) and STATE_SNAPSHOT_SUFFIX + "." in path.name:
+                path.unlink(missing_ok=True)
