@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from txn_log.cli import clients, dump, groups, init_log, topics, transactions, verify
+from txn_log.cli import clients, dump, groups, init_log, serve, topics, transactions, verify
 from txn_log.cli.common import EXIT_FAILED, EXIT_USAGE, UsageError
 from txn_log.errors import (
     ConfigError,
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 failed or problems found, 2 bad usage.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (init_log, topics, dump, transactions, groups, verify, clients):
+    for module in (init_log, topics, dump, transactions, groups, verify, clients, serve):
         module.add_parser(subparsers)
     return parser
 
