@@ -148,9 +148,9 @@ class WireServer:
         try:
             while not self.stopping.is_set():
                 frame = await self._read_frame(reader, peer)
-                if frame is None:
-                    break
-                self._begin()
+                if frame is None or self.stopping.is_set():
+                    break  # a request read after the stop began is failed: never started
+                self._begin()  # no await since the read: ``stop`` waits for this request
                 try:
                     response = await self._dispatch(frame, address)
                 finally:
@@ -162,6 +162,8 @@ class WireServer:
             logger.info("closing connection from %s: %s", peer, error)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away, maybe mid-request: nothing of it was applied
+        except asyncio.CancelledError:
+            pass  # ``stop`` closes idle connections (waiting for their next request)
         except Exception:  # a bug in a handler must not take the server down
             logger.exception("closing connection from %s after an unexpected error", peer)
         finally:

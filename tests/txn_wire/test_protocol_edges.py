@@ -1,0 +1,191 @@
+"""What no well-behaved client sends, sent over a raw socket to a real ``txnlog serve``:
+Kafka's error codes for bad batches and producer states (§7), and bad frames that close one
+connection, never the server, and never touch the log."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import directory_bytes
+from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_wire.wire_clients import RawClient
+from txn_log.log import Log
+from txn_log.record.codec import encode_records
+from txn_log.record.control import ControlType, encode_control_batch
+from txn_wire.codec import decode_response, encode_request
+
+PRODUCE, INIT_PRODUCER_ID, API_VERSIONS = 0, 22, 18
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def client(server: ServeProcess) -> Iterator[RawClient]:
+    raw = RawClient(server.port)
+    yield raw
+    raw.close()
+
+
+def batch(values: list[bytes], **options: object) -> bytes:
+    return encode_records([(None, v, NOW, ()) for v in values], now_ms=NOW, **options)
+
+
+def produce(
+    client: RawClient, records: bytes, *, topic: str = "orders", txn: str | None = None
+) -> dict[str, object]:
+    body = {
+        "transactional_id": txn,
+        "acks": -1,
+        "timeout": 30_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
+    response = client.request(PRODUCE, 9, body)
+    partition: dict[str, object] = response["responses"][0]["partition_responses"][0]
+    return partition
+
+
+def fresh_producer_id(client: RawClient) -> int:
+    answer = client.request(
+        INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": 60_000}
+    )
+    assert answer["error_code"] == 0
+    producer_id: int = answer["producer_id"]
+    return producer_id
+
+
+def test_api_versions_lists_what_is_served_and_answers_an_unknown_version_as_kafka(
+    client: RawClient,
+) -> None:
+    answer = client.request(
+        API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
+    assert answer["error_code"] == 0
+    assert ranges[PRODUCE] == (3, 9) and ranges[1] == (4, 12) and ranges[INIT_PRODUCER_ID] == (0, 4)
+    # an ApiVersions version the server does not speak: UNSUPPORTED_VERSION in a v0 response
+    frame = bytearray(encode_request(API_VERSIONS, 3, 77, {}))
+    struct.pack_into(">h", frame, 6, 99)  # the api_version field after length and api_key
+    client.send_bytes(bytes(frame))
+    correlation_id, fallback = decode_response(API_VERSIONS, 0, client.read_frame())
+    assert correlation_id == 77
+    assert fallback["error_code"] == 35
+    assert {k["api_key"] for k in fallback["api_keys"]} == set(ranges)
+
+
+def test_produce_errors_carry_kafkas_codes_and_write_nothing_E02_E03_F31(
+    server: ServeProcess, client: RawClient
+) -> None:
+    producer_id = fresh_producer_id(client)
+    good = batch([b"a", b"b"], producer_id=producer_id, producer_epoch=0, base_sequence=0)
+    first = produce(client, good)
+    assert (first["error_code"], first["base_offset"]) == (0, 0)
+    before = directory_bytes(server.path, content_only=True)
+
+    # a retried batch: NONE with the original offsets, nothing written (E-01)
+    retried = produce(client, good)
+    assert (retried["error_code"], retried["base_offset"]) == (0, 0)
+    # a sequence gap: OUT_OF_ORDER_SEQUENCE_NUMBER (E-02)
+    gap = batch([b"c"], producer_id=producer_id, producer_epoch=0, base_sequence=5)
+    assert produce(client, gap)["error_code"] == 45
+    # a wrong CRC: CORRUPT_MESSAGE
+    corrupt = bytearray(batch([b"d"]))
+    corrupt[-1] ^= 0xFF
+    assert produce(client, bytes(corrupt))["error_code"] == 2
+    # a length field pointing past the data: CORRUPT_MESSAGE
+    assert produce(client, batch([b"e"])[:-3])["error_code"] == 2
+    # a control batch from a client (F-31, B-19): INVALID_RECORD
+    marker = encode_control_batch(
+        ControlType.COMMIT,
+        producer_id=producer_id,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        timestamp_ms=NOW,
+    )
+    assert produce(client, marker)["error_code"] == 87
+    # an unknown topic
+    assert produce(client, batch([b"f"]), topic="nowhere")["error_code"] == 3
+    assert directory_bytes(server.path, content_only=True) == before
+
+    # an older epoch after a newer one: INVALID_PRODUCER_EPOCH (E-03)
+    newer = batch([b"g"], producer_id=producer_id, producer_epoch=1, base_sequence=0)
+    assert produce(client, newer)["error_code"] == 0
+    older = batch([b"h"], producer_id=producer_id, producer_epoch=0, base_sequence=2)
+    assert produce(client, older)["error_code"] == 47
+
+
+def test_a_batch_over_max_message_bytes_is_MESSAGE_TOO_LARGE(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    with Log.open(path) as log:
+        log.create_topic("small", 1, {"max.message.bytes": 200})
+    served = start_serve(path)
+    try:
+        raw = RawClient(served.port)
+        assert produce(raw, batch([b"x" * 300]), topic="small")["error_code"] == 10
+        assert produce(raw, batch([b"x" * 10]), topic="small")["error_code"] == 0
+        raw.close()
+    finally:
+        served.stop()
+
+
+def test_a_transactional_produce_to_a_partition_not_in_the_transaction_is_refused_KIP890(
+    server: ServeProcess, client: RawClient
+) -> None:
+    answer = client.request(
+        INIT_PRODUCER_ID, 4, {"transactional_id": "kip890", "transaction_timeout": 60_000}
+    )
+    pid, epoch = answer["producer_id"], answer["producer_epoch"]
+    records = batch(
+        [b"hanging"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True
+    )
+    refused = produce(client, records, txn="kip890")
+    assert refused["error_code"] == 48  # INVALID_TXN_STATE: abortable for librdkafka
+    added = client.request(
+        24,
+        3,
+        {
+            "v3_and_below_transactional_id": "kip890",
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": "orders", "partitions": [0]}],
+        },
+    )
+    assert (
+        added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"]
+        == 0
+    )
+    accepted = produce(client, records, txn="kip890")
+    assert (accepted["error_code"], accepted["base_offset"]) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        struct.pack(">i", 200 * 1024 * 1024),  # over socket.request.max.bytes: never read
+        struct.pack(">i", -5),
+        struct.pack(">i", 3) + b"abc",  # shorter than a request header
+        struct.pack(">i", 12) + struct.pack(">hhi", 999, 0, 1) + b"\0\0\0\0",  # unknown api
+        struct.pack(">i", 10) + struct.pack(">hhi", PRODUCE, 9, 1) + b"\xff\xff",  # garbage
+        struct.pack(">i", 50) + b"only part of it",  # the client vanishes mid-frame
+    ],
+    ids=["oversize", "negative", "short", "unknown-api", "garbage", "truncated"],
+)
+def test_a_bad_frame_closes_that_connection_only_and_touches_nothing(
+    server: ServeProcess, frame: bytes
+) -> None:
+    before = directory_bytes(server.path, content_only=True)
+    bad = RawClient(server.port)
+    bystander = RawClient(server.port)
+    bad.send_bytes(frame)
+    if not frame.endswith(b"only part of it"):
+        assert bad.is_closed_by_server()
+    bad.close()
+    answer = bystander.request(
+        API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
+    assert answer["error_code"] == 0
+    bystander.close()
+    assert server.process.poll() is None
+    assert directory_bytes(server.path, content_only=True) == before
