@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -53,6 +54,9 @@ from txn_wire.transactions import (
 
 logger = logging.getLogger(__name__)
 
+_client_reader: contextvars.ContextVar[asyncio.StreamReader] = contextvars.ContextVar("reader")
+"""The connection a request came on (each connection task has its own context)."""
+
 Handler = Callable[["WireServer", Request, Address], Awaitable[Plain | None]]
 
 
@@ -84,12 +88,18 @@ async def _fetch(server: WireServer, request: Request, address: Address) -> Plai
             return result.body
         ends = await asyncio.to_thread(end_offsets, server.broker, request)
         while True:
-            if loop.time() >= deadline or server.stopping.is_set():
+            if loop.time() >= deadline or server.stopping.is_set() or _client_left():
                 return result.body
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(server.stopping.wait(), interval)
             if await asyncio.to_thread(end_offsets, server.broker, request) != ends:
                 break
+
+
+def _client_left() -> bool:
+    """Whether the client closed its side: a long poll for it stops at once."""
+    reader = _client_reader.get(None)
+    return reader is not None and reader.at_eof()
 
 
 HANDLERS: dict[int, Handler] = {
@@ -142,6 +152,7 @@ class WireServer:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
+        _client_reader.set(reader)
         sockname = writer.get_extra_info("sockname")
         address: Address = (sockname[0], sockname[1])
         peer = writer.get_extra_info("peername")

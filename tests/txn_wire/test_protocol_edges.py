@@ -189,3 +189,27 @@ def test_a_bad_frame_closes_that_connection_only_and_touches_nothing(
     bystander.close()
     assert server.process.poll() is None
     assert directory_bytes(server.path, content_only=True) == before
+
+
+def test_init_producer_id_bumps_only_the_current_producers_epoch_KIP360_R05(
+    client: RawClient,
+) -> None:
+    def init(version: int, **fields: object) -> dict[str, object]:
+        body = {"transactional_id": "kip360", "transaction_timeout": 60_000, **fields}
+        return client.request(INIT_PRODUCER_ID, version, body)
+
+    first = init(4)
+    pid, epoch = first["producer_id"], first["producer_epoch"]
+    bumped = init(4, producer_id=pid, producer_epoch=epoch)
+    assert (bumped["error_code"], bumped["producer_id"], bumped["producer_epoch"]) == (
+        0,
+        pid,
+        epoch + 1,  # type: ignore[operator]
+    )
+    assert init(4, producer_id=pid, producer_epoch=epoch)["error_code"] == 90  # PRODUCER_FENCED
+    assert init(3, producer_id=pid, producer_epoch=epoch)["error_code"] == 47  # before KIP-588
+    assert init(4, producer_id=pid + 1, producer_epoch=epoch + 1)["error_code"] == 90  # type: ignore[operator]
+    too_long = client.request(
+        INIT_PRODUCER_ID, 4, {"transactional_id": "kip360", "transaction_timeout": 10**9}
+    )
+    assert too_long["error_code"] == 50  # INVALID_TRANSACTION_TIMEOUT (E-11)
