@@ -213,3 +213,68 @@ def test_init_producer_id_bumps_only_the_current_producers_epoch_KIP360_R05(
         INIT_PRODUCER_ID, 4, {"transactional_id": "kip360", "transaction_timeout": 10**9}
     )
     assert too_long["error_code"] == 50  # INVALID_TRANSACTION_TIMEOUT (E-11)
+
+
+def fetch(
+    client: RawClient, offsets: dict[int, int], partition_max_bytes: int, max_bytes: int
+) -> dict[int, dict[str, object]]:
+    body = {
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "topic": "orders",
+                "partitions": [
+                    {"partition": p, "fetch_offset": o, "partition_max_bytes": partition_max_bytes}
+                    for p, o in offsets.items()
+                ],
+            }
+        ],
+    }
+    answer = client.request(1, 12, body)
+    return {p["partition_index"]: p for p in answer["responses"][0]["partitions"]}
+
+
+def test_fetch_returns_whole_batches_within_kip74_limits_R01(client: RawClient) -> None:
+    batches = [batch([f"{n}-{i}".encode() * 10 for i in range(5)]) for n in range(3)]
+    for records in batches:
+        for partition in (0, 1):
+            body = {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout": 30_000,
+                "topic_data": [
+                    {"name": "orders", "partition_data": [{"index": partition, "records": records}]}
+                ],
+            }
+            assert (
+                client.request(PRODUCE, 9, body)["responses"][0]["partition_responses"][0][
+                    "error_code"
+                ]
+                == 0
+            )
+    size = len(batches[0])
+
+    # from the middle of the first batch: that whole batch, untouched but for its base offset
+    middle = fetch(client, {0: 2}, partition_max_bytes=1 << 20, max_bytes=1 << 20)[0]
+    returned = middle["records"]
+    assert isinstance(returned, bytes) and len(returned) == 3 * size
+    for i, original in enumerate(batches):
+        got = returned[i * size : (i + 1) * size]
+        assert int.from_bytes(got[:8], "big") == 5 * i  # the offset the log assigned
+        assert got[8:] == original[8:]  # everything else as the client sent it
+    assert (middle["high_watermark"], middle["last_stable_offset"]) == (15, 15)
+
+    # partition_max_bytes below one batch: the first batch still comes (KIP-74), no more
+    small = fetch(client, {0: 0, 1: 0}, partition_max_bytes=size // 2, max_bytes=1 << 20)
+    assert len(small[0]["records"]) == size
+    assert small[1]["records"] == b""  # not the first partition: its batch does not fit
+    # max_bytes for the whole response: two batches of partition 0, none of partition 1
+    capped = fetch(client, {0: 0, 1: 0}, partition_max_bytes=1 << 20, max_bytes=2 * size)
+    assert (len(capped[0]["records"]), len(capped[1]["records"])) == (2 * size, 0)
+    # past the end: OFFSET_OUT_OF_RANGE; at the end: nothing, no error
+    assert fetch(client, {0: 16}, 1 << 20, 1 << 20)[0]["error_code"] == 1
+    at_end = fetch(client, {0: 15}, 1 << 20, 1 << 20)[0]
+    assert (at_end["error_code"], at_end["records"]) == (0, b"")
