@@ -102,6 +102,37 @@ def test_long_poll_wakes_on_an_engine_append_from_another_process(server: ServeP
     assert got == [(0, 0, b"from-the-engine")]
 
 
+def test_kafka_python_long_poll_wakes_on_an_engine_append(server: ServeProcess) -> None:
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=server.bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=5000,
+    )
+    partition = kafka.TopicPartition("orders", 1)
+    consumer.assign([partition])
+    consumer.seek(partition, 0)
+    assert consumer.poll(timeout_ms=500) == {}
+
+    def append_later() -> None:
+        time.sleep(0.5)
+        with Log.open(server.path) as log:
+            producer = log.producer()
+            producer.send("orders", b"woken", partition=1)
+            producer.flush()
+
+    writer = threading.Thread(target=append_later)
+    writer.start()
+    values = []
+    deadline = time.monotonic() + WAIT_S
+    while not values and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=1000).values():
+            values += [r.value for r in records]
+    writer.join()
+    consumer.close()
+    assert values == [b"woken"]
+
+
 def _engine_transactions(path: Path) -> tuple[list[bytes], list[bytes]]:
     """Committed and aborted engine transactions interleaved on orders-0, then one left open.
     Returns (committed values, every data value in log order)."""

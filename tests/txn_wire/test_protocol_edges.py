@@ -16,6 +16,7 @@ from tests.txn_wire.wire_clients import RawClient
 from txn_log.log import Log
 from txn_log.record.codec import encode_records
 from txn_log.record.control import ControlType, encode_control_batch
+from txn_log.topic_partition import TopicPartition
 from txn_wire.codec import decode_response, encode_request
 
 PRODUCE, INIT_PRODUCER_ID, API_VERSIONS = 0, 22, 18
@@ -278,3 +279,87 @@ def test_fetch_returns_whole_batches_within_kip74_limits_R01(client: RawClient) 
     assert fetch(client, {0: 16}, 1 << 20, 1 << 20)[0]["error_code"] == 1
     at_end = fetch(client, {0: 15}, 1 << 20, 1 << 20)[0]
     assert (at_end["error_code"], at_end["records"]) == (0, b"")
+
+
+def test_acks_0_gets_no_answer_and_the_next_request_is_answered_in_order(
+    server: ServeProcess, client: RawClient
+) -> None:
+    body = {
+        "transactional_id": None,
+        "acks": 0,
+        "timeout": 30_000,
+        "topic_data": [
+            {"name": "orders", "partition_data": [{"index": 1, "records": batch([b"fire"])}]}
+        ],
+    }
+    client.correlation_id += 1
+    client.send_bytes(encode_request(PRODUCE, 9, client.correlation_id, body))
+    answer = client.request(
+        2,
+        6,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": "orders", "partitions": [{"partition_index": 1, "timestamp": -1}]}],
+        },
+    )
+    assert answer["topics"][0]["partitions"][0]["offset"] == 1  # the acks=0 record is there
+
+
+def test_read_committed_fetch_lists_exactly_the_aborted_transactions_B12(
+    server: ServeProcess, client: RawClient
+) -> None:
+    with Log.open(server.path) as log:
+        for commit in (True, False, True, False):
+            producer = log.producer("aborter")
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("orders", b"x", partition=0)
+            producer.flush()
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+        reader = log.partition_reader(TopicPartition("orders", 0))
+        expected = [(t.producer_id, t.first_offset) for t in reader.collect_aborted_txns(0, 8)]
+    assert len(expected) == 2
+    body = {
+        "max_wait": 0,
+        "min_bytes": 1,
+        "isolation_level": 1,
+        "topics": [
+            {
+                "topic": "orders",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+    committed = client.request(1, 12, body)["responses"][0]["partitions"][0]
+    assert [
+        (t["producer_id"], t["first_offset"]) for t in committed["aborted_transactions"]
+    ] == expected
+    assert (committed["high_watermark"], committed["last_stable_offset"]) == (8, 8)
+    uncommitted = client.request(1, 12, {**body, "isolation_level": 0})["responses"][0][
+        "partitions"
+    ][0]
+    assert uncommitted["aborted_transactions"] is None  # read_uncommitted: no list, as Kafka
+
+
+def test_auto_create_topics_when_configured(tmp_path: Path) -> None:
+    served = start_serve(tmp_path / "log", "--auto-create-topics", "--default-partitions", "3")
+    try:
+        raw = RawClient(served.port)
+        assert produce(raw, batch([b"new"]), topic="fresh")["error_code"] == 0
+        answer = raw.request(
+            3, 12, {"topics": [{"name": "also-new"}], "allow_auto_topic_creation": True}
+        )
+        assert len(answer["topics"][0]["partitions"]) == 3
+        refused = raw.request(
+            3, 12, {"topics": [{"name": "not-this"}], "allow_auto_topic_creation": False}
+        )
+        assert refused["topics"][0]["error_code"] == 3
+        raw.close()
+    finally:
+        served.stop()
+    with Log.open(tmp_path / "log") as log:
+        assert {"fresh", "also-new"} <= set(log.topics()) and "not-this" not in log.topics()
