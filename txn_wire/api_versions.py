@@ -26,6 +26,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     8: (2, 8),  # OffsetCommit
     9: (1, 7),  # OffsetFetch
     10: (0, 4),  # FindCoordinator
+    11: (0, 5),  # JoinGroup
+    12: (0, 3),  # Heartbeat
+    13: (0, 3),  # LeaveGroup
+    14: (0, 3),  # SyncGroup
+    15: (0, 4),  # DescribeGroups
+    16: (0, 3),  # ListGroups
     18: (0, 3),  # ApiVersions
     22: (0, 4),  # InitProducerId
     24: (0, 3),  # AddPartitionsToTxn

@@ -39,6 +39,7 @@ from txn_wire.codec import (
     peek_prefix,
 )
 from txn_wire.fetch import end_offsets, read_fetch
+from txn_wire.group_coordinator import GroupCoordinator
 from txn_wire.list_offsets import handle_list_offsets
 from txn_wire.metadata import Address, handle_find_coordinator, handle_metadata
 from txn_wire.produce import handle_produce
@@ -102,14 +103,66 @@ def _client_left() -> bool:
     return reader is not None and reader.at_eof()
 
 
+async def _offset_commit(server: WireServer, request: Request, address: Address) -> Plain:
+    """OffsetCommit from a group member is checked against the group's generation first."""
+    body = request.body
+    code = server.groups.check_commit(
+        body["group_id"], body.get("member_id", ""), body.get("generation_id_or_member_epoch", -1)
+    )
+    if code:
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": code}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+    return await asyncio.to_thread(handle_offset_commit, server.broker, request)
+
+
+async def _join_group(server: WireServer, request: Request, address: Address) -> Plain:
+    return await server.groups.join_group(request)
+
+
+async def _sync_group(server: WireServer, request: Request, address: Address) -> Plain:
+    return await server.groups.sync_group(request)
+
+
+async def _heartbeat(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.heartbeat(request)
+
+
+async def _leave_group(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.leave_group(request)
+
+
+async def _describe_groups(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.describe_groups(request)
+
+
+async def _list_groups(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.list_groups(request)
+
+
 HANDLERS: dict[int, Handler] = {
     0: _blocking(handle_produce),
     1: _fetch,
     2: _blocking(handle_list_offsets),
     3: _blocking(handle_metadata, with_address=True),
-    8: _blocking(handle_offset_commit),
+    8: _offset_commit,
     9: _blocking(handle_offset_fetch),
     10: _blocking(handle_find_coordinator, with_address=True),
+    11: _join_group,
+    12: _heartbeat,
+    13: _leave_group,
+    14: _sync_group,
+    15: _describe_groups,
+    16: _list_groups,
     18: _api_versions,
     22: _blocking(handle_init_producer_id),
     24: _blocking(handle_add_partitions_to_txn),
@@ -124,6 +177,7 @@ class WireServer:
 
     def __init__(self, log: Log, config: ServeConfig | None = None) -> None:
         self.broker = Broker(log, config or ServeConfig())
+        self.groups = GroupCoordinator()
         self.stopping = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -134,6 +188,7 @@ class WireServer:
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen; returns the address actually bound (port 0 picks a free port)."""
         self._server = await asyncio.start_server(self._connection, host, port)
+        self.groups.start()
         bound = self._server.sockets[0].getsockname()
         return bound[0], bound[1]
 
@@ -142,6 +197,7 @@ class WireServer:
         self.stopping.set()
         if self._server is not None:
             self._server.close()
+        self.groups.stop()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._idle.wait(), grace_s)
         for task in list(self._connections):
