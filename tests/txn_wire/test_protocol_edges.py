@@ -363,3 +363,16 @@ def test_auto_create_topics_when_configured(tmp_path: Path) -> None:
         served.stop()
     with Log.open(tmp_path / "log") as log:
         assert {"fresh", "also-new"} <= set(log.topics()) and "not-this" not in log.topics()
+
+
+def test_hundreds_of_idle_connections_do_not_stop_the_server_answering(
+    server: ServeProcess,
+) -> None:
+    idle = [RawClient(server.port) for _ in range(300)]
+    versions = {"client_software_name": "t", "client_software_version": "1"}
+    fresh = RawClient(server.port)
+    assert fresh.request(API_VERSIONS, 3, versions)["error_code"] == 0
+    fresh.close()
+    assert all(c.request(API_VERSIONS, 3, versions)["error_code"] == 0 for c in idle[::30])
+    for c in idle:
+        c.close()

@@ -75,3 +75,53 @@ def test_after_stop_the_port_accepts_no_connection(server: ServeProcess) -> None
     assert server.stop() == 0
     with pytest.raises(OSError):
         RawClient(server.port)
+
+
+def test_server_sigkilled_mid_transaction_keeps_exactly_the_committed_data(
+    server: ServeProcess,
+) -> None:
+    """A committed transaction survives a SIGKILL of the server; the one open at the kill
+    is aborted when the transactional id initialises again (C-14) on a restarted server."""
+    from confluent_kafka import KafkaException
+
+    from tests.txn_wire.serve_process import start_serve
+    from tests.txn_wire.wire_clients import WAIT_S, confluent_consumer, consume_to
+
+    config = {
+        "bootstrap.servers": server.bootstrap,
+        "transactional.id": "crashy",
+        "log_level": 0,
+        "message.timeout.ms": 5000,
+    }
+    producer = Producer(config)
+    producer.init_transactions(WAIT_S)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce("orders", value=f"kept-{i}".encode(), partition=i % 2)
+    producer.commit_transaction(WAIT_S)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce("orders", value=f"lost-{i}".encode(), partition=i % 2)
+    producer.flush(WAIT_S)  # written to the log, the transaction still open
+    server.stop(signal.SIGKILL)
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(3)
+
+    restarted = start_serve(server.path)
+    try:
+        successor = Producer({**config, "bootstrap.servers": restarted.bootstrap})
+        successor.init_transactions(WAIT_S)  # fences the old instance, aborts its transaction
+        with Log.open(server.path) as log:
+            ends = {
+                p: log.partition_reader(TopicPartition("orders", p)).last_stable_offset
+                for p in (0, 1)
+            }
+        consumer = confluent_consumer(restarted.bootstrap, "read_committed")
+        got = consume_to(consumer, "orders", ends)
+        consumer.close()
+        assert sorted(v for _, _, v in got) == sorted(f"kept-{i}".encode() for i in range(20))
+        with Log.open(server.path) as log:
+            high = log.partition_reader(TopicPartition("orders", 0)).high_watermark
+        assert ends[0] == high  # nothing left open
+    finally:
+        restarted.stop()
