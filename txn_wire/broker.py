@@ -82,8 +82,11 @@ class Broker:
     def partition_log(self, tp: TopicPartition) -> PartitionLog:
         """The partition to append to; UnknownTopicOrPartitionError unless it exists (or was
         auto-created)."""
-        if not self.ensure_topic(tp.topic):
-            raise UnknownTopicOrPartitionError(f"topic {tp.topic!r} does not exist")
+        try:
+            return self.log.partition_log(tp)
+        except UnknownTopicOrPartitionError:
+            if not self.config.auto_create_topics or not self.ensure_topic(tp.topic):
+                raise
         return self.log.partition_log(tp)
 
     def partition_reader(self, tp: TopicPartition) -> PartitionReader:
