@@ -172,3 +172,27 @@ def test_group_errors_are_kafkas(server: ServeProcess) -> None:
     assert left["members"][0]["error_code"] == 0
     assert raw.request(12, 3, heartbeat)["error_code"] == 25
     raw.close()
+
+
+def test_kafka_python_group_member_consumes_and_commits(server: ServeProcess) -> None:
+    import kafka
+
+    sends = [("orders", i % 2, f"kp-{i}".encode()) for i in range(20)]
+    produce_all(confluent_producer(server.bootstrap), sends)
+    consumer = kafka.KafkaConsumer(
+        "orders",
+        bootstrap_servers=server.bootstrap,
+        group_id="kp-readers",
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=WAIT_S * 1000,
+    )
+    values = [next(consumer).value for _ in range(20)]
+    consumer.commit()
+    assert consumer.assignment() == {kafka.TopicPartition("orders", p) for p in (0, 1)}
+    consumer.close()
+    assert sorted(values) == sorted(v for _, _, v in sends)
+    with Log.open(server.path) as log:
+        committed = log.committed("kp-readers", log.partitions("orders"))
+    assert {tp.partition: om.offset for tp, om in committed.items() if om} == {0: 10, 1: 10}
