@@ -54,6 +54,7 @@ from txn_wire.transactions import (
 )
 
 logger = logging.getLogger(__name__)
+WORKER_THREADS = 32
 
 _client_reader: contextvars.ContextVar[asyncio.StreamReader] = contextvars.ContextVar("reader")
 """The connection a request came on (each connection task has its own context)."""
@@ -287,11 +288,15 @@ async def serve(
 ) -> None:
     """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log)."""
     import signal
+    from concurrent.futures import ThreadPoolExecutor
 
+    loop = asyncio.get_running_loop()
+    # engine calls (appends with fsync, long-poll looks at the log ends) share these threads;
+    # the default pool (CPUs + 4) would let a few slow fsyncs hold up every fetch
+    loop.set_default_executor(ThreadPoolExecutor(WORKER_THREADS, "txnlog-serve"))
     server = WireServer(log, config)
     bound_host, bound_port = await server.start(host, port)
     on_listening(bound_host, bound_port)
-    loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_requested.set)
