@@ -13,7 +13,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from txn_log.cli import clean, clients, dump, groups, init_log, topics, transactions, verify
+from txn_log.cli import (
+    clean,
+    clients,
+    dump,
+    groups,
+    init_log,
+    serve,
+    topics,
+    transactions,
+    verify,
+)
 from txn_log.cli.common import EXIT_FAILED, EXIT_USAGE, UsageError
 from txn_log.errors import (
     ConfigError,
@@ -33,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 failed or problems found, 2 bad usage.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (init_log, topics, dump, transactions, groups, verify, clean, clients):
+    for module in (init_log, topics, dump, transactions, groups, verify, clean, clients, serve):
         module.add_parser(subparsers)
     return parser
 

@@ -1,0 +1,58 @@
+"""The APIs and versions ``txnlog serve`` speaks, and the ApiVersions answer (KAFKA-WIRE §A).
+
+Ranges are those real clients need (librdkafka's minimums: Produce 3, Fetch 4, ListOffsets 2,
+FindCoordinator 1, AddPartitionsToTxn/AddOffsetsToTxn 0) and stop below the versions that
+switch to topic ids (Fetch 13, Produce 10, Metadata 13) or batch several coordinator requests
+in one (AddPartitionsToTxn 4), which this server does not implement. InitProducerId goes to v4
+because librdkafka needs v3+ to recover from abortable errors by an epoch bump (KIP-360).
+
+A request for a version outside its range is refused; for ApiVersions itself the answer is
+Kafka's: error UNSUPPORTED_VERSION (35) in a v0-shaped response listing the supported ranges,
+whatever version was asked (Kafka's ``RequestContext``), so that a client can fall back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_VERSIONS = 18
+UNSUPPORTED_VERSION = 35
+
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (3, 9),  # Produce
+    1: (4, 12),  # Fetch
+    2: (1, 6),  # ListOffsets
+    3: (1, 12),  # Metadata
+    8: (2, 8),  # OffsetCommit
+    9: (1, 7),  # OffsetFetch
+    10: (0, 4),  # FindCoordinator
+    11: (0, 5),  # JoinGroup
+    12: (0, 3),  # Heartbeat
+    13: (0, 3),  # LeaveGroup
+    14: (0, 3),  # SyncGroup
+    15: (0, 4),  # DescribeGroups
+    16: (0, 3),  # ListGroups
+    18: (0, 3),  # ApiVersions
+    22: (0, 4),  # InitProducerId
+    24: (0, 3),  # AddPartitionsToTxn
+    25: (0, 3),  # AddOffsetsToTxn
+    26: (0, 3),  # EndTxn
+    28: (0, 3),  # TxnOffsetCommit
+}
+"""api key → (min version, max version), inclusive."""
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    versions = SUPPORTED.get(api_key)
+    return versions is not None and versions[0] <= api_version <= versions[1]
+
+
+def api_versions_body(error_code: int = 0) -> dict[str, Any]:
+    """The ApiVersions response body: every supported range (all versions share this)."""
+    return {
+        "error_code": error_code,
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(SUPPORTED.items())
+        ],
+    }

@@ -1,0 +1,112 @@
+"""What every handler works on: the open log, the server's settings, and Kafka error codes.
+
+A ``Broker`` is the server's view of one log directory. It is one more peer of the directory
+(DESIGN §3): Spark jobs, engine users and the CLI append to the same files at the same time;
+every read here catches up on their appends, and every write takes the same partition and
+coordinator locks they take. Thread-safe: handlers run on worker threads (the engine is).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from txn_log import Log, TopicPartition
+from txn_log.errors import (
+    InvalidProducerEpochError,
+    ProducerFencedError,
+    StorageError,
+    TxnLogError,
+    UnknownTopicOrPartitionError,
+)
+from txn_log.storage.partition_log import PartitionLog
+from txn_log.storage.partition_reader import PartitionReader
+
+logger = logging.getLogger(__name__)
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+KAFKA_STORAGE_ERROR = 56
+OPERATION_NOT_ATTEMPTED = 55
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_EPOCH = 47
+PRODUCER_FENCED = 90
+BROKER_ID = 0
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+# KIP-588: PRODUCER_FENCED (90) only for these request versions and above; older clients
+# get INVALID_PRODUCER_EPOCH (47), as Kafka answers them.
+_PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Settings of ``txnlog serve``.
+
+    ``auto_create_topics``: Metadata and Produce create an unknown topic with
+    ``default_partitions`` partitions (Kafka's auto.create.topics.enable; off by default).
+    ``max_request_bytes``: frames larger than this are refused unread
+    (socket.request.max.bytes). ``fetch_poll_interval_ms``: how often a long-polling fetch
+    looks at the partitions' ends again (other processes append without telling us).
+    """
+
+    auto_create_topics: bool = False
+    default_partitions: int = 1
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    fetch_poll_interval_ms: int = 10
+
+
+class Broker:
+    """The log and settings a server answers from."""
+
+    def __init__(self, log: Log, config: ServeConfig) -> None:
+        self.log = log
+        self.config = config
+
+    def ensure_topic(self, topic: str) -> bool:
+        """Whether ``topic`` exists, creating it when auto-creation is on."""
+        if topic in self.log.topics(include_internal=True):
+            return True
+        if not self.config.auto_create_topics:
+            return False
+        try:
+            self.log.create_topic(topic, self.config.default_partitions)
+        except TxnLogError as error:
+            if topic not in self.log.topics(include_internal=True):  # not a racing creator
+                logger.info("auto-creating topic %r failed: %s", topic, error)
+                return False
+        return True
+
+    def partition_log(self, tp: TopicPartition) -> PartitionLog:
+        """The partition to append to; UnknownTopicOrPartitionError unless it exists (or was
+        auto-created)."""
+        try:
+            return self.log.partition_log(tp)
+        except UnknownTopicOrPartitionError:
+            if not self.config.auto_create_topics or not self.ensure_topic(tp.topic):
+                raise
+        return self.log.partition_log(tp)
+
+    def partition_reader(self, tp: TopicPartition) -> PartitionReader:
+        return self.log.partition_reader(tp)
+
+
+def error_code(error: BaseException, api_key: int = -1, api_version: int = 0) -> int:
+    """Kafka's error code for an engine error (the engine's errors carry Kafka's codes).
+
+    Fencing follows KIP-588: PRODUCER_FENCED only for request versions that know it, else
+    INVALID_PRODUCER_EPOCH. Anything without a Kafka code is UNKNOWN_SERVER_ERROR, logged.
+    """
+    if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
+        since = _PRODUCER_FENCED_SINCE.get(api_key)
+        if isinstance(error, ProducerFencedError) and since is not None and api_version >= since:
+            return PRODUCER_FENCED
+        return INVALID_PRODUCER_EPOCH
+    if isinstance(error, StorageError):
+        return KAFKA_STORAGE_ERROR
+    if isinstance(error, TxnLogError) and error.code is not None:
+        return error.code
+    logger.warning("answering UNKNOWN_SERVER_ERROR for %s: %s", type(error).__name__, error)
+    return UNKNOWN_SERVER_ERROR

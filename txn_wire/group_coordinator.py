@@ -1,0 +1,372 @@
+"""The classic consumer group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DescribeGroups, ListGroups): membership and rebalances in memory, offsets in the engine's
+group store (``transactions``: OffsetCommit / OffsetFetch).
+
+A group moves through Kafka's states (``GroupState``): EMPTY → PREPARING_REBALANCE (a member
+joined, left, or timed out: every member must join again) → COMPLETING_REBALANCE (the join
+round closed: a new generation, the leader got every member's subscription) → STABLE (the
+leader's SyncGroup gave every member its assignment). A join round closes when every known
+member has joined again, or when the rebalance timeout passes (members that did not rejoin
+are removed). A member that sends no heartbeat within its session timeout is removed and the
+group rebalances. Errors are Kafka's: UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION (22),
+REBALANCE_IN_PROGRESS (27), MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id).
+
+Membership is not persisted (a restarted server starts with empty groups; members rejoin on
+UNKNOWN_MEMBER_ID, as after a coordinator move in Kafka). Runs on the server's event loop
+only: no locks; the waits (a join round, a follower's SyncGroup) are futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from txn_wire.codec import Plain, Request
+
+NONE = 0
+COORDINATOR_NOT_AVAILABLE = 15
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+INCONSISTENT_GROUP_PROTOCOL = 23
+MEMBER_ID_REQUIRED = 79
+GROUP_ID_NOT_FOUND = 69
+SESSION_CHECK_INTERVAL_S = 0.1
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+    last_heartbeat: float
+    assignment: bytes = b""
+    join: asyncio.Future[Plain] | None = None
+    sync: asyncio.Future[Plain] | None = None
+
+
+@dataclass
+class Group:
+    group_id: str
+    protocol_type: str = ""
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_name: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    round_deadline: asyncio.TimerHandle | None = None
+
+
+class GroupCoordinator:
+    """Every group of one server. Use from the server's event loop only."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, Group] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._expire_sessions())
+
+    def stop(self) -> None:
+        """Stop expiring sessions and answer every waiting JoinGroup / SyncGroup with
+        COORDINATOR_NOT_AVAILABLE (the members look for a coordinator again)."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for group in self.groups.values():
+            for member in group.members.values():
+                for future in (member.join, member.sync):
+                    if future is not None and not future.done():
+                        future.set_result(
+                            {
+                                **_join_error(COORDINATOR_NOT_AVAILABLE, member.member_id),
+                                "assignment": b"",
+                            }
+                        )
+
+    # --- JoinGroup --------------------------------------------------------------------------
+
+    async def join_group(self, request: Request) -> Plain:
+        body = request.body
+        group = self.groups.setdefault(body["group_id"], Group(body["group_id"]))
+        member_id = body["member_id"]
+        protocols = [(p["name"], p["metadata"]) for p in body["protocols"]]
+        if group.members and body["protocol_type"] != group.protocol_type:
+            return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if member_id and member_id not in group.members:
+            return _join_error(UNKNOWN_MEMBER_ID, member_id)
+        if not group.members:
+            group.protocol_type = body["protocol_type"]
+        if not member_id:
+            member_id = f"{request.client_id or 'member'}-{uuid.uuid4()}"
+            if request.api_version >= 4:  # KIP-394: the member joins again with its id
+                self._add_member(group, member_id, request, protocols, awaiting=False)
+                return _join_error(MEMBER_ID_REQUIRED, member_id)
+        member = self._add_member(group, member_id, request, protocols, awaiting=True)
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group)
+        join = member.join
+        self._maybe_complete_join(group)
+        if join is None:
+            return _join_error(UNKNOWN_MEMBER_ID, member_id)
+        return await join
+
+    def _add_member(
+        self,
+        group: Group,
+        member_id: str,
+        request: Request,
+        protocols: list[tuple[str, bytes]],
+        *,
+        awaiting: bool,
+    ) -> Member:
+        body = request.body
+        loop = asyncio.get_running_loop()
+        rebalance_timeout = body.get("rebalance_timeout", -1)
+        member = group.members.get(member_id)
+        if member is None:
+            member = Member(member_id, request.client_id or "", 0, 0, protocols, loop.time())
+            group.members[member_id] = member
+        member.session_timeout_ms = body["session_timeout"]
+        member.rebalance_timeout_ms = (
+            rebalance_timeout if rebalance_timeout > 0 else body["session_timeout"]
+        )
+        member.protocols = protocols
+        member.last_heartbeat = loop.time()
+        if awaiting:
+            if member.join is not None and not member.join.done():
+                member.join.set_result(_join_error(UNKNOWN_MEMBER_ID, member_id))
+            member.join = loop.create_future()
+        return member
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        """Open a join round: every member must join again within the rebalance timeout."""
+        group.state = GroupState.PREPARING_REBALANCE
+        for member in group.members.values():
+            if member.sync is not None and not member.sync.done():
+                member.sync.set_result({"error_code": REBALANCE_IN_PROGRESS, "assignment": b""})
+        timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        if group.round_deadline is not None:
+            group.round_deadline.cancel()
+        loop = asyncio.get_running_loop()
+        group.round_deadline = loop.call_later(timeout_ms / 1000, self._close_round, group)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if group.state is GroupState.PREPARING_REBALANCE and all(
+            m.join is not None and not m.join.done() for m in group.members.values()
+        ):
+            self._close_round(group)
+
+    def _close_round(self, group: Group) -> None:
+        """End the join round: drop members that did not rejoin, start a new generation."""
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            return
+        if group.round_deadline is not None:
+            group.round_deadline.cancel()
+            group.round_deadline = None
+        for member_id, member in list(group.members.items()):
+            if member.join is None or member.join.done():
+                del group.members[member_id]
+        if not group.members:
+            self._empty(group)
+            return
+        group.generation_id += 1
+        group.state = GroupState.COMPLETING_REBALANCE
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.protocol_name = _common_protocol(group)
+        everyone = [
+            {"member_id": m.member_id, "metadata": dict(m.protocols).get(group.protocol_name, b"")}
+            for m in group.members.values()
+        ]
+        for member in group.members.values():
+            answer: Plain = {
+                "error_code": NONE,
+                "generation_id": group.generation_id,
+                "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name,
+                "leader": group.leader,
+                "member_id": member.member_id,
+                "members": everyone if member.member_id == group.leader else [],
+            }
+            if member.join is not None:
+                member.join.set_result(answer)
+                member.join = None
+
+    def _empty(self, group: Group) -> None:
+        group.state = GroupState.EMPTY
+        group.leader = None
+        group.protocol_name = None
+        group.generation_id += 1
+
+    # --- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------------------
+
+    async def sync_group(self, request: Request) -> Plain:
+        body = request.body
+        group, member, error = self._member(
+            body["group_id"], body["member_id"], body["generation_id"]
+        )
+        if error or member is None:
+            return {"error_code": error or UNKNOWN_MEMBER_ID, "assignment": b""}
+        if group.state is GroupState.STABLE:
+            return {"error_code": NONE, "assignment": member.assignment}
+        if member.member_id == group.leader:
+            assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
+            group.state = GroupState.STABLE
+            for other in group.members.values():
+                other.assignment = assignments.get(other.member_id, b"")
+                if other.sync is not None and not other.sync.done():
+                    other.sync.set_result({"error_code": NONE, "assignment": other.assignment})
+                other.sync = None
+            return {"error_code": NONE, "assignment": member.assignment}
+        member.sync = asyncio.get_running_loop().create_future()
+        return await member.sync
+
+    def heartbeat(self, request: Request) -> Plain:
+        body = request.body
+        _, member, error = self._member(body["group_id"], body["member_id"], body["generation_id"])
+        if member is not None:
+            member.last_heartbeat = asyncio.get_running_loop().time()
+        return {"error_code": error}
+
+    def leave_group(self, request: Request) -> Plain:
+        body = request.body
+        leaving = body.get("members") or [{"member_id": body.get("member_id", "")}]
+        group = self.groups.get(body["group_id"])
+        results = []
+        for entry in leaving:
+            known = group is not None and entry["member_id"] in group.members
+            if group is not None and known:
+                self._remove(group, entry["member_id"])
+            results.append(
+                {
+                    "member_id": entry["member_id"],
+                    "group_instance_id": entry.get("group_instance_id"),
+                    "error_code": NONE if known else UNKNOWN_MEMBER_ID,
+                }
+            )
+        if request.api_version >= 3:
+            return {"error_code": NONE, "members": results}
+        return {"error_code": results[0]["error_code"]}
+
+    def check_commit(self, group_id: str, member_id: str, generation_id: int) -> int:
+        """OffsetCommit's membership check: a simple consumer (generation -1) always may."""
+        if generation_id < 0 and not member_id:
+            return NONE
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return NONE if generation_id < 0 else ILLEGAL_GENERATION
+        return self._member(group_id, member_id, generation_id)[2]
+
+    def _member(
+        self, group_id: str, member_id: str, generation_id: int
+    ) -> tuple[Group, Member | None, int]:
+        group = self.groups.get(group_id) or Group(group_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return group, None, UNKNOWN_MEMBER_ID
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return group, member, REBALANCE_IN_PROGRESS
+        if generation_id != group.generation_id:
+            return group, member, ILLEGAL_GENERATION
+        return group, member, NONE
+
+    def _remove(self, group: Group, member_id: str) -> None:
+        member = group.members.pop(member_id)
+        for future in (member.join, member.sync):
+            if future is not None and not future.done():
+                future.set_result(_join_error(UNKNOWN_MEMBER_ID, member_id))
+        if not group.members:
+            if group.round_deadline is not None:
+                group.round_deadline.cancel()
+            self._empty(group)
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group)
+        else:
+            self._prepare_rebalance(group)
+
+    async def _expire_sessions(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SESSION_CHECK_INTERVAL_S)
+            now = loop.time()
+            for group in list(self.groups.values()):
+                for member_id, member in list(group.members.items()):
+                    waiting = member.join is not None and not member.join.done()
+                    if (
+                        not waiting
+                        and now - member.last_heartbeat > member.session_timeout_ms / 1000
+                    ):
+                        self._remove(group, member_id)
+
+    # --- DescribeGroups, ListGroups ------------------------------------------------------------
+
+    def describe_groups(self, request: Request) -> Plain:
+        described = []
+        for group_id in request.body["groups"]:
+            group = self.groups.get(group_id) or Group(group_id)
+            stable = group.state is GroupState.STABLE
+            described.append(
+                {
+                    "error_code": NONE,
+                    "group_id": group_id,
+                    "group_state": group.state.value if group.members else "Dead",
+                    "protocol_type": group.protocol_type,
+                    "protocol_data": group.protocol_name or "",
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "client_id": m.client_id,
+                            "client_host": "",
+                            "member_metadata": dict(m.protocols).get(
+                                group.protocol_name or "", b""
+                            ),
+                            "member_assignment": m.assignment if stable else b"",
+                        }
+                        for m in group.members.values()
+                    ],
+                }
+            )
+        return {"groups": described}
+
+    def list_groups(self, request: Request) -> Plain:
+        return {
+            "error_code": NONE,
+            "groups": [
+                {"group_id": g.group_id, "protocol_type": g.protocol_type}
+                for g in self.groups.values()
+                if g.members
+            ],
+        }
+
+
+def _join_error(code: int, member_id: str) -> Plain:
+    return {
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_name": "",
+        "leader": "",
+        "member_id": member_id,
+        "members": [],
+    }
+
+
+def _common_protocol(group: Group) -> str:
+    """The leader's first protocol that every member supports (Kafka picks by votes; with one
+    client library in a group the leader's preference is everyone's)."""
+    members = list(group.members.values())
+    leader = group.members[group.leader] if group.leader in group.members else members[0]
+    for name, _ in leader.protocols:
+        if all(name in dict(m.protocols) for m in members):
+            return name
+    return leader.protocols[0][0] if leader.protocols else ""

@@ -1,0 +1,304 @@
+"""The asyncio server of ``txnlog serve``: framing, dispatch, long-poll, shutdown.
+
+- Frames: a 4-byte big-endian length, then the request. A length below a request header or
+  above ``max_request_bytes`` (socket.request.max.bytes) closes that connection before the
+  body is read; so does a frame kio cannot decode, an unknown API key or an unsupported
+  version (except ApiVersions, answered as Kafka answers it: ``api_versions``). Bad input
+  closes one connection, never the server, and never reaches the log.
+- One request at a time per connection, answered in order (Kafka's ordering guarantee);
+  connections run concurrently. Engine calls run on worker threads (``asyncio.to_thread``),
+  so a slow fsync or a held partition lock never stalls the event loop.
+- Fetch long-polls: answered once ``min_bytes`` of records are there, or ``max_wait`` has
+  passed, looking at the partitions' ends every ``fetch_poll_interval_ms``; other processes
+  append to the directory without telling us, so looking is the only way to learn of it.
+- Shutdown (``stop``): stop accepting; requests being handled are answered (long polls answer
+  at once with what they have); idle connections are closed; then the log is closed. Every
+  acknowledged append was written before its answer, so nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from txn_log import Log
+from txn_wire import api_versions
+from txn_wire.broker import Broker, ServeConfig
+from txn_wire.codec import (
+    LENGTH,
+    REQUEST_PREFIX,
+    MalformedRequestError,
+    Plain,
+    Request,
+    decode_request,
+    encode_response,
+    peek_prefix,
+)
+from txn_wire.fetch import end_offsets, read_fetch
+from txn_wire.group_coordinator import GroupCoordinator
+from txn_wire.list_offsets import handle_list_offsets
+from txn_wire.metadata import Address, handle_find_coordinator, handle_metadata
+from txn_wire.produce import handle_produce
+from txn_wire.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+    handle_init_producer_id,
+    handle_offset_commit,
+    handle_offset_fetch,
+    handle_txn_offset_commit,
+)
+
+logger = logging.getLogger(__name__)
+WORKER_THREADS = 32
+
+_client_reader: contextvars.ContextVar[asyncio.StreamReader] = contextvars.ContextVar("reader")
+"""The connection a request came on (each connection task has its own context)."""
+
+Handler = Callable[["WireServer", Request, Address], Awaitable[Plain | None]]
+
+
+def _blocking(function: Callable[..., Plain | None], *, with_address: bool = False) -> Handler:
+    """A handler that runs ``function(broker, request[, address])`` on a worker thread."""
+
+    async def handler(server: WireServer, request: Request, address: Address) -> Plain | None:
+        args: tuple[Any, ...] = (server.broker, request)
+        if with_address:
+            args += (address,)
+        return await asyncio.to_thread(function, *args)
+
+    return handler
+
+
+async def _api_versions(server: WireServer, request: Request, address: Address) -> Plain:
+    return api_versions.api_versions_body()
+
+
+async def _fetch(server: WireServer, request: Request, address: Address) -> Plain:
+    """One read, then more reads until min_bytes, max_wait or shutdown (long poll)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, request.body.get("max_wait", 0)) / 1000
+    min_bytes = max(1, request.body.get("min_bytes", 1))
+    interval = server.broker.config.fetch_poll_interval_ms / 1000
+    while True:
+        result = await asyncio.to_thread(read_fetch, server.broker, request)
+        if result.size >= min_bytes or result.has_error:
+            return result.body
+        ends = await asyncio.to_thread(end_offsets, server.broker, request)
+        while True:
+            if loop.time() >= deadline or server.stopping.is_set() or _client_left():
+                return result.body
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(server.stopping.wait(), interval)
+            if await asyncio.to_thread(end_offsets, server.broker, request) != ends:
+                break
+
+
+def _client_left() -> bool:
+    """Whether the client closed its side: a long poll for it stops at once."""
+    reader = _client_reader.get(None)
+    return reader is not None and reader.at_eof()
+
+
+async def _offset_commit(server: WireServer, request: Request, address: Address) -> Plain:
+    """OffsetCommit from a group member is checked against the group's generation first."""
+    body = request.body
+    code = server.groups.check_commit(
+        body["group_id"], body.get("member_id", ""), body.get("generation_id_or_member_epoch", -1)
+    )
+    if code:
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": code}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+    return await asyncio.to_thread(handle_offset_commit, server.broker, request)
+
+
+async def _join_group(server: WireServer, request: Request, address: Address) -> Plain:
+    return await server.groups.join_group(request)
+
+
+async def _sync_group(server: WireServer, request: Request, address: Address) -> Plain:
+    return await server.groups.sync_group(request)
+
+
+async def _heartbeat(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.heartbeat(request)
+
+
+async def _leave_group(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.leave_group(request)
+
+
+async def _describe_groups(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.describe_groups(request)
+
+
+async def _list_groups(server: WireServer, request: Request, address: Address) -> Plain:
+    return server.groups.list_groups(request)
+
+
+HANDLERS: dict[int, Handler] = {
+    0: _blocking(handle_produce),
+    1: _fetch,
+    2: _blocking(handle_list_offsets),
+    3: _blocking(handle_metadata, with_address=True),
+    8: _offset_commit,
+    9: _blocking(handle_offset_fetch),
+    10: _blocking(handle_find_coordinator, with_address=True),
+    11: _join_group,
+    12: _heartbeat,
+    13: _leave_group,
+    14: _sync_group,
+    15: _describe_groups,
+    16: _list_groups,
+    18: _api_versions,
+    22: _blocking(handle_init_producer_id),
+    24: _blocking(handle_add_partitions_to_txn),
+    25: _blocking(handle_add_offsets_to_txn),
+    26: _blocking(handle_end_txn),
+    28: _blocking(handle_txn_offset_commit),
+}
+
+
+class WireServer:
+    """A Kafka protocol listener over one open ``Log``. Use from one event loop."""
+
+    def __init__(self, log: Log, config: ServeConfig | None = None) -> None:
+        self.broker = Broker(log, config or ServeConfig())
+        self.groups = GroupCoordinator()
+        self.stopping = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen; returns the address actually bound (port 0 picks a free port)."""
+        self._server = await asyncio.start_server(self._connection, host, port)
+        self.groups.start()
+        bound = self._server.sockets[0].getsockname()
+        return bound[0], bound[1]
+
+    async def stop(self, grace_s: float = 30.0) -> None:
+        """Stop accepting, let in-flight requests answer, close connections (not the log)."""
+        self.stopping.set()
+        if self._server is not None:
+            self._server.close()
+        self.groups.stop()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace_s)
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        _client_reader.set(reader)
+        sockname = writer.get_extra_info("sockname")
+        address: Address = (sockname[0], sockname[1])
+        peer = writer.get_extra_info("peername")
+        try:
+            while not self.stopping.is_set():
+                frame = await self._read_frame(reader, peer)
+                if frame is None or self.stopping.is_set():
+                    break  # a request read after the stop began is failed: never started
+                self._begin()  # no await since the read: ``stop`` waits for this request
+                try:
+                    response = await self._dispatch(frame, address)
+                finally:
+                    self._end()
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+        except MalformedRequestError as error:
+            logger.info("closing connection from %s: %s", peer, error)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away, maybe mid-request: nothing of it was applied
+        except asyncio.CancelledError:
+            pass  # ``stop`` closes idle connections (waiting for their next request)
+        except Exception:  # a bug in a handler must not take the server down
+            logger.exception("closing connection from %s after an unexpected error", peer)
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _read_frame(self, reader: asyncio.StreamReader, peer: object) -> bytes | None:
+        try:
+            prefix = await reader.readexactly(LENGTH.size)
+        except asyncio.IncompleteReadError:
+            return None
+        (length,) = LENGTH.unpack(prefix)
+        limit = self.broker.config.max_request_bytes
+        if length < REQUEST_PREFIX.size or length > limit:
+            raise MalformedRequestError(
+                f"frame of {length} bytes refused (at least {REQUEST_PREFIX.size}, at most "
+                f"socket.request.max.bytes {limit})"
+            )
+        return await reader.readexactly(length)
+
+    async def _dispatch(self, frame: bytes, address: Address) -> bytes | None:
+        api_key, api_version, correlation_id = peek_prefix(frame)
+        if not api_versions.is_supported(api_key, api_version):
+            if api_key == api_versions.API_VERSIONS:
+                body = api_versions.api_versions_body(api_versions.UNSUPPORTED_VERSION)
+                return encode_response(api_key, 0, correlation_id, body)
+            raise MalformedRequestError(f"api key {api_key} version {api_version} unsupported")
+        request = decode_request(frame)
+        answer = await HANDLERS[api_key](self, request, address)
+        if answer is None:
+            return None
+        return encode_response(api_key, api_version, correlation_id, answer)
+
+    def _begin(self) -> None:
+        self._in_flight += 1
+        self._idle.clear()
+
+    def _end(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
+
+
+async def serve(
+    log: Log,
+    host: str,
+    port: int,
+    config: ServeConfig | None = None,
+    *,
+    on_listening: Callable[[str, int], None] = lambda host, port: None,
+) -> None:
+    """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log)."""
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    loop = asyncio.get_running_loop()
+    # engine calls (appends with fsync, long-poll looks at the log ends) share these threads;
+    # the default pool (CPUs + 4) would let a few slow fsyncs hold up every fetch
+    loop.set_default_executor(ThreadPoolExecutor(WORKER_THREADS, "txnlog-serve"))
+    server = WireServer(log, config)
+    bound_host, bound_port = await server.start(host, port)
+    on_listening(bound_host, bound_port)
+    stop_requested = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop_requested.set)
+    await stop_requested.wait()
+    await server.stop()

@@ -1,0 +1,239 @@
+"""The transactional RPCs (R-05..R-10) over the engine's ``TransactionCoordinator`` and group
+offset store, and plain OffsetCommit / OffsetFetch.
+
+Each handler only translates: the coordinator validates (epoch, producer id mapping, state)
+and raises the engine's typed errors, which carry Kafka's codes (``broker.error_code``).
+
+- InitProducerId (C-14, C-15): a null (or empty) transactional id gets a fresh producer id;
+  otherwise the coordinator bumps the epoch, fencing older instances and aborting their open
+  transaction. With v3+ a client may name its current producer id and epoch (KIP-360, to
+  recover from an abortable error): they must be the current ones, or the ones just before a
+  timeout's epoch bump, else PRODUCER_FENCED.
+- AddPartitionsToTxn (C-16): all partitions or none; an unknown one is
+  UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka answers.
+- AddOffsetsToTxn (C-17), EndTxn (C-18), TxnOffsetCommit (O-02, O-03): the group's offsets
+  are appended to ``__consumer_offsets`` inside the transaction, visible only if it commits.
+- OffsetCommit / OffsetFetch: plain group offsets in the same store (``txnlog groups``).
+  Without a group coordinator here yet, commits are accepted whatever their generation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from txn_log import TopicPartition
+from txn_log.coordinator.transaction_state import TransactionState
+from txn_log.errors import InvalidTxnStateError, ProducerFencedError, TxnLogError
+from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.storage.producer_append_info import AppendOrigin
+from txn_wire.broker import (
+    OPERATION_NOT_ATTEMPTED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Broker,
+    error_code,
+)
+from txn_wire.codec import Plain, Request
+
+INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
+
+
+def _code(error: TxnLogError, request: Request) -> int:
+    return error_code(error, request.api_key, request.api_version)
+
+
+def handle_init_producer_id(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    transactional_id = body.get("transactional_id") or None
+    coordinator = broker.log.coordinator
+    try:
+        if transactional_id is not None and body.get("producer_id", -1) >= 0:
+            _check_kip360(broker, transactional_id, body["producer_id"], body["producer_epoch"])
+        producer_id, epoch = coordinator.init_producer_id(
+            transactional_id, body["transaction_timeout"]
+        )
+    except TxnLogError as error:
+        return {"error_code": _code(error, request), "producer_id": -1, "producer_epoch": -1}
+    return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
+
+
+def _check_kip360(broker: Broker, transactional_id: str, producer_id: int, epoch: int) -> None:
+    """KIP-360: the producer id and epoch a client names must be its current ones (or those
+    from before a timeout fenced it): an older instance may not bump the epoch."""
+    for metadata in broker.log.coordinator.transactions():
+        if metadata.transactional_id != transactional_id:
+            continue
+        if metadata.producer_id == producer_id and epoch in (
+            metadata.producer_epoch,
+            metadata.last_producer_epoch,
+        ):
+            return
+        raise ProducerFencedError(
+            f"transactional id {transactional_id!r}: producer {producer_id} epoch {epoch} is "
+            f"not the current producer {metadata.producer_id} epoch {metadata.producer_epoch}"
+        )
+
+
+def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    topics = body["v3_and_below_topics"]
+    wanted = [TopicPartition(t["name"], p) for t in topics for p in t["partitions"]]
+    unknown = {tp for tp in wanted if not _exists(broker, tp)}
+    codes: dict[TopicPartition, int] = {}
+    if unknown:
+        codes = {
+            tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+    else:
+        try:
+            broker.log.coordinator.add_partitions(
+                body["v3_and_below_transactional_id"],
+                body["v3_and_below_producer_id"],
+                body["v3_and_below_producer_epoch"],
+                wanted,
+            )
+        except TxnLogError as error:
+            codes = dict.fromkeys(wanted, _code(error, request))
+    return {
+        "results_by_topic_v3_and_below": [
+            {
+                "name": t["name"],
+                "results_by_partition": [
+                    {
+                        "partition_index": p,
+                        "partition_error_code": codes.get(TopicPartition(t["name"], p), 0),
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in topics
+        ]
+    }
+
+
+def _exists(broker: Broker, tp: TopicPartition) -> bool:
+    try:
+        broker.partition_reader(tp)
+    except TxnLogError:
+        return False
+    return True
+
+
+def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    try:
+        broker.log.coordinator.add_offsets(
+            body["transactional_id"], body["producer_id"], body["producer_epoch"], body["group_id"]
+        )
+    except TxnLogError as error:
+        return {"error_code": _code(error, request)}
+    return {"error_code": 0}
+
+
+def handle_end_txn(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    try:
+        broker.log.coordinator.end_txn(
+            body["transactional_id"], body["producer_id"], body["producer_epoch"], body["committed"]
+        )
+    except TxnLogError as error:
+        return {"error_code": _code(error, request)}
+    return {"error_code": 0}
+
+
+def handle_txn_offset_commit(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    offsets = _offsets(body["topics"])
+    try:
+        metadata = broker.log.coordinator.check_producer(
+            body["transactional_id"], body["producer_id"], body["producer_epoch"]
+        )
+        if metadata.state is not TransactionState.ONGOING or (
+            (OFFSETS_PARTITION.topic, OFFSETS_PARTITION.partition) not in metadata.topic_partitions
+        ):
+            raise InvalidTxnStateError(
+                f"transactional id {body['transactional_id']!r}: TxnOffsetCommit for group "
+                f"{body['group_id']!r} before AddOffsetsToTxn"
+            )
+        group_offsets = broker.log.group_offsets
+        batch = group_offsets.encode_batch(
+            body["group_id"],
+            offsets,
+            producer_id=body["producer_id"],
+            producer_epoch=body["producer_epoch"],
+            transactional=True,
+        )
+        broker.log.partition_log(OFFSETS_PARTITION).append(batch, origin=AppendOrigin.COORDINATOR)
+        code = 0
+    except TxnLogError as error:
+        code = _code(error, request)
+    return {"topics": _partition_codes(body["topics"], code)}
+
+
+def handle_offset_commit(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    try:
+        broker.log.group_offsets.commit(body["group_id"], _offsets(body["topics"]))
+        code = 0
+    except TxnLogError as error:
+        code = _code(error, request)
+    return {"topics": _partition_codes(body["topics"], code)}
+
+
+def handle_offset_fetch(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    group_id = body["group_id"]
+    try:
+        if body.get("topics") is None:
+            committed: dict[TopicPartition, OffsetAndMetadata | None] = dict(
+                broker.log.group_offsets.groups().get(group_id, {})
+            )
+        else:
+            wanted = [
+                TopicPartition(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]
+            ]
+            committed = broker.log.committed(group_id, wanted)
+    except TxnLogError as error:
+        return {"topics": [], "error_code": _code(error, request)}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, om in sorted(committed.items()):
+        by_topic.setdefault(tp.topic, []).append(
+            {
+                "partition_index": tp.partition,
+                "committed_offset": om.offset if om else -1,
+                "committed_leader_epoch": om.leader_epoch if om else -1,
+                "metadata": om.metadata if om else "",
+                "error_code": 0,
+            }
+        )
+    topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    return {"topics": topics, "error_code": 0}
+
+
+def _offsets(topics: list[dict[str, Any]]) -> dict[TopicPartition, OffsetAndMetadata]:
+    return {
+        TopicPartition(t["name"], p["partition_index"]): OffsetAndMetadata(
+            p["committed_offset"],
+            p.get("committed_metadata") or "",
+            p.get("committed_leader_epoch", -1),
+        )
+        for t in topics
+        for p in t["partitions"]
+    }
+
+
+def _partition_codes(topics: list[dict[str, Any]], code: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t["name"],
+            "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code}
+                for p in t["partitions"]
+            ],
+        }
+        for t in topics
+    ]
