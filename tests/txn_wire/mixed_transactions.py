@@ -6,8 +6,12 @@ A row is ``(topic, partition, offset, key, value)``: what the tests compare."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from confluent_kafka import TopicPartition as KafkaPartition
+
+from tests.txn_wire.wire_clients import WAIT_S, confluent_consumer
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -27,7 +31,7 @@ def engine_transactions(path: Path, topic: str, transactional_id: str = "engine-
             for i in range(6):
                 partition = i % 2
                 key = f"ek{round_}-{i}".encode()
-                value = f"engine-{'c' if commit else 'a'}{round_}-{i}".encode()
+                value = f"{transactional_id}-{'c' if commit else 'a'}{round_}-{i}".encode()
                 producer.send(topic, value, key=key, partition=partition)
                 if commit:
                     committed.append((partition, key, value))
@@ -70,3 +74,29 @@ def in_send_order(rows: list[Row]) -> list[Sent]:
 def by_partition(sent: list[Sent]) -> list[Sent]:
     """``sent`` grouped partition by partition, each partition's records in sending order."""
     return sorted(sent, key=lambda record: record[0])  # sorted() is stable
+
+
+def confluent_rows(bootstrap: str, path: Path, topic: str, isolation: str) -> list[Row]:
+    """Every record of ``topic`` a confluent-kafka consumer over the wire delivers under
+    ``isolation``, reading each partition from 0 until its position reaches the log end (a
+    position, not the last record seen: markers and aborted records leave gaps)."""
+    ends = log_ends(path, topic)
+    consumer = confluent_consumer(bootstrap, isolation)
+    consumer.assign([KafkaPartition(topic, p, 0) for p in ends])
+    rows: list[Row] = []
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None:
+                if message.error():
+                    raise AssertionError(f"consumer error: {message.error()}")
+                rows.append(
+                    (topic, message.partition(), message.offset(), message.key(), message.value())
+                )
+            positions = consumer.position([KafkaPartition(topic, p) for p in ends])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                return sorted(rows, key=lambda row: (row[1], row[2]))
+    finally:
+        consumer.close()
+    raise AssertionError(f"the consumer did not reach {ends}; got {rows}")

@@ -98,4 +98,4 @@ def test_kcat_produces_and_reads_exactly_the_committed_records_B07_B08(
     read_uncommitted = kcat_consume(server, "read_uncommitted")
     assert read_uncommitted == engine_rows(server.path, TOPIC, "read_uncommitted")
     extra = sorted(v or b"" for *_, v in set(read_uncommitted) - set(read_committed))
-    assert extra == sorted(f"engine-a1-{i}".encode() for i in range(6))  # the aborted ones
+    assert extra == sorted(f"engine-txn-a1-{i}".encode() for i in range(6))  # the aborted ones
