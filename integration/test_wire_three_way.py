@@ -2,7 +2,7 @@
 transactions written by the engine and by an unmodified Kafka client through ``txnlog serve``,
 then read through a Kafka client over the wire (confluent-kafka), through the engine API, and
 through Spark's ``format("txnlog")`` on the directory, while the server keeps running over it
-(DESIGN §3: the server is one more peer of the directory). Under read_committed (B-07, B-08)
+(DESIGN §3: the server is one more peer of the directory). Under read_committed (B-05, B-12)
 all three hold exactly the committed records; under read_uncommitted all three hold every
 data record, aborted ones included, and no control record."""
 
@@ -77,7 +77,7 @@ def spark_rows(spark: Any, path: Path, isolation: str) -> list[Row]:
     return sorted(rows, key=lambda row: (row[1], row[2]))
 
 
-def test_wire_engine_and_spark_read_the_same_records_B07_B08(
+def test_wire_engine_and_spark_read_the_same_records_B05_B12(
     spark: Any, served: ServeProcess
 ) -> None:
     path = served.path

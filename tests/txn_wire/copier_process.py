@@ -73,8 +73,9 @@ def copy_in_transaction(
         for message in messages:
             if message.error():
                 raise KafkaException(message.error())
-            partition = message.partition()
-            first.setdefault(partition, message.offset())
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None  # a record, not an event
+            first.setdefault(partition, offset)
             producer.produce(
                 OUTPUT,
                 key=message.key(),

@@ -16,7 +16,7 @@ from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
 Row = tuple[str, int, int, bytes | None, bytes | None]
-Sent = tuple[int, bytes | None, bytes]  # (partition, key, value) in the order it was sent
+Sent = tuple[int, bytes | None, bytes | None]  # (partition, key, value) in the order it was sent
 
 
 def engine_transactions(path: Path, topic: str, transactional_id: str = "engine-txn") -> list[Sent]:
@@ -91,9 +91,9 @@ def confluent_rows(bootstrap: str, path: Path, topic: str, isolation: str) -> li
             if message is not None:
                 if message.error():
                     raise AssertionError(f"consumer error: {message.error()}")
-                rows.append(
-                    (topic, message.partition(), message.offset(), message.key(), message.value())
-                )
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None
+                rows.append((topic, partition, offset, message.key(), message.value()))
             positions = consumer.position([KafkaPartition(topic, p) for p in ends])
             if all(tp.offset >= ends[tp.partition] for tp in positions):
                 return sorted(rows, key=lambda row: (row[1], row[2]))

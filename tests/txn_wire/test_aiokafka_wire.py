@@ -1,7 +1,7 @@
 """aiokafka (an asyncio client with its own protocol code, no librdkafka) against ``txnlog
 serve``: it produces plainly, idempotently and in transactions, and consumes under both
 isolation levels, beside committed and aborted transactions the engine wrote to the same
-directory. Under read_committed it gets exactly the committed records (B-07, B-08: the LSO and
+directory. Under read_committed it gets exactly the committed records (B-05, B-12: the LSO and
 the aborted-transactions list over the wire); under read_uncommitted every data record."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ async def aio_consume(bootstrap: str, isolation: str, ends: dict[int, int]) -> l
         await consumer.stop()
 
 
-def test_aiokafka_reads_exactly_the_committed_records_under_read_committed_B07_B08(
+def test_aiokafka_reads_exactly_the_committed_records_under_read_committed_B05_B12(
     server: ServeProcess,
 ) -> None:
     committed = engine_transactions(server.path, TOPIC)

@@ -1,7 +1,7 @@
 """kcat (the Debian package: a C command-line client on the system's own librdkafka build)
 against ``txnlog serve``: it produces plainly and in a transaction, and consumes with
 ``-X isolation.level=read_committed`` / ``read_uncommitted`` beside committed and aborted
-transactions the engine wrote (B-07, B-08). ``.ci/run`` installs kcat; without it on PATH these
+transactions the engine wrote (B-05, B-12). ``.ci/run`` installs kcat; without it on PATH these
 tests are skipped, and the skip says which binary is missing and how to get it."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def kcat_consume(server: ServeProcess, isolation: str) -> list[Row]:
     return sorted(rows, key=lambda row: (row[1], row[2]))
 
 
-def test_kcat_produces_and_reads_exactly_the_committed_records_B07_B08(
+def test_kcat_produces_and_reads_exactly_the_committed_records_B05_B12(
     server: ServeProcess,
 ) -> None:
     committed = engine_transactions(server.path, TOPIC)
