@@ -5,12 +5,16 @@ topic inside a transaction that also carries the consumed positions
 KIP-98/KIP-447, R-06..R-10). Every third transaction is aborted on purpose and its input
 re-read from where the batch began (the consumer seeks back), as after an abortable error.
 
-Run as ``python -m tests.txn_wire.copier_process BOOTSTRAP NAME STOP_FILE``: one OS process
-per group member. It prints ``assigned <partitions>`` on each assignment and ``done committed=N
-aborted=M`` when ``STOP_FILE`` appears, then closes (the consumer leaves the group)."""
+Run as ``python -m tests.txn_wire.copier_process BOOTSTRAP NAME STOP_FILE [CRASH_FILE]``: one
+OS process per group member. It prints ``assigned <partitions>`` on each assignment and ``done
+committed=N aborted=M`` when ``STOP_FILE`` appears, then closes (the consumer leaves the
+group). With CRASH_FILE, once that file exists the copier SIGKILLs itself inside its next
+transaction, after its records are acked and its offsets sent, before the commit."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,7 +28,7 @@ BATCH = 10
 TIMEOUT_S = 30
 
 
-def main(bootstrap: str, name: str, stop_file: Path) -> None:
+def main(bootstrap: str, name: str, stop_file: Path, crash_file: Path | None) -> None:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -51,7 +55,8 @@ def main(bootstrap: str, name: str, stop_file: Path) -> None:
         messages = consumer.consume(num_messages=BATCH, timeout=0.2)
         if not messages:
             continue
-        if copy_in_transaction(consumer, producer, messages, abort=(committed + aborted) % 3 == 2):
+        abort = (committed + aborted) % 3 == 2
+        if copy_in_transaction(consumer, producer, messages, abort=abort, crash_file=crash_file):
             committed += 1
         else:
             aborted += 1
@@ -62,7 +67,12 @@ def main(bootstrap: str, name: str, stop_file: Path) -> None:
 
 
 def copy_in_transaction(
-    consumer: Consumer, producer: Producer, messages: list[Message], *, abort: bool
+    consumer: Consumer,
+    producer: Producer,
+    messages: list[Message],
+    *,
+    abort: bool,
+    crash_file: Path | None = None,
 ) -> bool:
     """Copy ``messages`` and send the consumer's positions in one transaction; commit it, or
     abort it (when asked, or when the client says the transaction must abort) and seek the
@@ -86,6 +96,10 @@ def copy_in_transaction(
         producer.send_offsets_to_transaction(
             positions, consumer.consumer_group_metadata(), TIMEOUT_S
         )
+        if crash_file is not None and crash_file.exists():
+            producer.flush(TIMEOUT_S)
+            print("crashing inside a transaction", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         if not abort:
             producer.commit_transaction(TIMEOUT_S)
             return True
@@ -99,4 +113,4 @@ def copy_in_transaction(
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]) if sys.argv[4:] else None)

@@ -9,6 +9,7 @@ group's committed offsets are the input's ends."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -19,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.txn_wire.mixed_transactions import engine_rows, log_ends
+from tests.txn_wire.mixed_transactions import confluent_rows, engine_rows, log_ends
 from tests.txn_wire.serve_process import ServeProcess, start_serve
-from tests.txn_wire.wire_clients import WAIT_S, confluent_consumer, consume_to
+from tests.txn_wire.wire_clients import WAIT_S
 from txn_log.log import Log
-from txn_log.topic_partition import TopicPartition
 
 INPUT_PARTITIONS = 4
 
@@ -44,8 +44,11 @@ def copier_server(tmp_path: Path) -> Iterator[ServeProcess]:
 class Copier:
     """One copier process; its stdout lines collected by a thread."""
 
-    def __init__(self, server: ServeProcess, name: str, stop_file: Path) -> None:
+    def __init__(
+        self, server: ServeProcess, name: str, stop_file: Path, crash_file: Path | None = None
+    ) -> None:
         self.name = name
+        crash = [] if crash_file is None else [str(crash_file)]
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -54,6 +57,7 @@ class Copier:
                 server.bootstrap,
                 name,
                 str(stop_file),
+                *crash,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -127,6 +131,32 @@ def output_values(path: Path) -> list[bytes]:
     return [row[4] or b"" for row in engine_rows(path, "output", "read_committed")]
 
 
+def wait_for_group_offsets_at_the_end(path: Path) -> None:
+    """Until the group's committed offset on each input partition is past the partition's last
+    committed record (a position may stop at the marker after it) and within the log."""
+    last_records = {}
+    for _, partition, offset, _, _ in engine_rows(path, "input", "read_committed"):
+        last_records[partition] = offset
+    ends = log_ends(path, "input")
+
+    def all_committed() -> bool:
+        with Log.open(path) as log:
+            got = log.committed("copiers", log.partitions("input"))
+        offsets = {tp.partition: om.offset for tp, om in got.items() if om}
+        return len(offsets) == INPUT_PARTITIONS and all(
+            last_records[p] < offset <= ends[p] for p, offset in offsets.items()
+        )
+
+    wait_for(all_committed, "the group's offsets past every committed input record")
+
+
+def read_committed_output(server: ServeProcess) -> tuple[list[bytes], list[bytes]]:
+    """The output's committed values through the engine and over the wire (confluent-kafka)."""
+    over_the_engine = output_values(server.path)
+    over_the_wire = confluent_rows(server.bootstrap, server.path, "output", "read_committed")
+    return over_the_engine, [row[4] or b"" for row in over_the_wire]
+
+
 def test_copiers_in_a_rebalancing_group_copy_every_record_exactly_once_R06_R10(
     copier_server: ServeProcess, tmp_path: Path
 ) -> None:
@@ -149,21 +179,7 @@ def test_copiers_in_a_rebalancing_group_copy_every_record_exactly_once_R06_R10(
 
         wait_for(split_three_ways, "the partitions split among three members")
         expected += write_input(path, 1)  # copied by three members, one of them new
-        # past each partition's last committed record (a position may stop at the marker after)
-        last_records = {}
-        for _, partition, offset, _, _ in engine_rows(path, "input", "read_committed"):
-            last_records[partition] = offset
-        ends = log_ends(path, "input")
-
-        def all_committed() -> bool:
-            with Log.open(path) as log:
-                got = log.committed("copiers", log.partitions("input"))
-            offsets = {tp.partition: om.offset for tp, om in got.items() if om}
-            return len(offsets) == INPUT_PARTITIONS and all(
-                last_records[p] < offset <= ends[p] for p, offset in offsets.items()
-            )
-
-        wait_for(all_committed, "the group's offsets past every committed input record")
+        wait_for_group_offsets_at_the_end(path)
         stop_file.touch()
         counts = {c.name: c.finish() for c in copiers}
     finally:
@@ -175,16 +191,50 @@ def test_copiers_in_a_rebalancing_group_copy_every_record_exactly_once_R06_R10(
     assert all(aborted >= 1 for _, aborted in counts.values())  # ~ one transaction in three
     assert len(copiers[0].assignments()) >= 2  # a member already there was reassigned
 
-    over_the_engine = output_values(path)
+    over_the_engine, over_the_wire = read_committed_output(copier_server)
     assert Counter(over_the_engine) == Counter(expected)  # each exactly once, no aborted input
-    consumer = confluent_consumer(copier_server.bootstrap, "read_committed")
-    with Log.open(path) as log:
-        output_ends = {
-            tp.partition: log.partition_reader(
-                TopicPartition("output", tp.partition)
-            ).last_stable_offset
-            for tp in log.partitions("output")
-        }
-    over_the_wire = [v for _, _, v in consume_to(consumer, "output", output_ends)]
-    consumer.close()
+    assert Counter(over_the_wire) == Counter(expected)
+
+
+def test_a_copier_killed_mid_transaction_is_replaced_and_nothing_is_lost_or_doubled(
+    copier_server: ServeProcess, tmp_path: Path
+) -> None:
+    """Copier a is SIGKILLed inside a transaction (its records produced and acked, its
+    offsets sent, no commit): the output's LSO is pinned by that open transaction. A new
+    process with the same transactional id fences it and aborts it (E-03, C-25's alternative:
+    no waiting for the timeout); the group moves a's partitions once its session expires or the
+    new a joins. Every committed input record still reaches the output exactly once."""
+    path = copier_server.path
+    stop_file, crash_file = tmp_path / "stop", tmp_path / "crash"
+    expected = write_input(path, 0)
+    doomed = Copier(copier_server, "a", stop_file, crash_file)
+    copiers = [doomed, Copier(copier_server, "b", stop_file)]
+    try:
+        wait_for(lambda: len(output_values(path)) >= len(expected), "the first round copied")
+        crash_file.touch()
+        expected += write_input(path, 1)
+        doomed.process.wait(WAIT_S)
+        assert doomed.process.returncode == -signal.SIGKILL
+        assert any(line.startswith("crashing") for line in doomed.lines)
+        with Log.open(path) as log:  # the killed transaction is open: it pins an LSO
+            pinned = [
+                tp.partition
+                for tp in log.partitions("output")
+                if log.partition_reader(tp).last_stable_offset
+                < log.partition_reader(tp).log_end_offset
+            ]
+        assert pinned
+
+        copiers.append(Copier(copier_server, "a", stop_file))  # same transactional id
+        wait_for_group_offsets_at_the_end(path)
+        stop_file.touch()
+        for copier in copiers[1:]:
+            copier.finish()
+    finally:
+        stop_file.touch()
+        for copier in copiers:
+            copier.kill()
+
+    over_the_engine, over_the_wire = read_committed_output(copier_server)
+    assert Counter(over_the_engine) == Counter(expected)
     assert Counter(over_the_wire) == Counter(expected)
