@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -94,8 +95,16 @@ def test_the_install_line_installs_this_project(tmp_path: Path) -> None:
     install = [text for lang, text in section_blocks() if lang == "bash" and "pip" in text]
     assert len(install) == 1 and "pip install ." in install[0]
     assert "editable_mode=compat" in (ROOT / "README.md").read_text()
+    source = tmp_path / "source"  # setuptools writes build/ beside the sources: not here
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+        ),
+    )
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
         capture_output=True,
         text=True,
         timeout=300,
