@@ -306,7 +306,7 @@ ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             }
         ),
     ),
-    ("log facade", frozenset({"txn_log.log", "txn_log"})),
+    ("log facade", frozenset({"txn_log.log", "txn_log.log_metrics", "txn_log"})),
     ("cli", frozenset({"txn_log.cli"})),
 )
 """Lowest first; a name stands for that module or package and everything under it, except

@@ -285,10 +285,16 @@ async def serve(
     config: ServeConfig | None = None,
     *,
     on_listening: Callable[[str, int], None] = lambda host, port: None,
+    metrics_port: int | None = None,
+    on_metrics: Callable[[str, int], None] = lambda host, port: None,
 ) -> None:
-    """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log)."""
+    """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log).
+    With ``metrics_port`` (0: a free one), ``GET /metrics`` on the same host answers the
+    seeds' metrics in the Prometheus text format (``metrics_http``)."""
     import signal
     from concurrent.futures import ThreadPoolExecutor
+
+    from txn_wire.metrics_http import MetricsServer
 
     loop = asyncio.get_running_loop()
     # engine calls (appends with fsync, long-poll looks at the log ends) share these threads;
@@ -297,8 +303,12 @@ async def serve(
     server = WireServer(log, config)
     bound_host, bound_port = await server.start(host, port)
     on_listening(bound_host, bound_port)
+    metrics = MetricsServer(log)
+    if metrics_port is not None:
+        on_metrics(*await metrics.start(host, metrics_port))
     stop_requested = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_requested.set)
     await stop_requested.wait()
+    await metrics.stop()
     await server.stop()

@@ -19,6 +19,7 @@ from txn_log.cli import (
     dump,
     groups,
     init_log,
+    metrics,
     serve,
     topics,
     transactions,
@@ -43,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 failed or problems found, 2 bad usage.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (init_log, topics, dump, transactions, groups, verify, clean, clients, serve):
+    for module in (
+        init_log, topics, dump, transactions, groups, verify, clean, metrics, clients, serve
+    ):
         module.add_parser(subparsers)
     return parser
 

@@ -42,6 +42,13 @@ def add_parser(subparsers: Any) -> None:
         default=1,
         help="partitions of an auto-created topic (default 1)",
     )
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="also serve GET /metrics (Prometheus text: live producer ids, LSO, transactional "
+        "ids, read_committed lag) on this port of the same host; 0 picks a free port",
+    )
     serve.set_defaults(run=run_serve)
 
 
@@ -61,9 +68,22 @@ def run_serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    def on_metrics(host: str, port: int) -> None:
+        print(f"txnlog serve: metrics on http://{host}:{port}/metrics", flush=True)
+
     log, _ = create_log(args.path)
     try:
-        asyncio.run(serve(log, args.host, args.port, config, on_listening=on_listening))
+        asyncio.run(
+            serve(
+                log,
+                args.host,
+                args.port,
+                config,
+                on_listening=on_listening,
+                metrics_port=args.metrics_port,
+                on_metrics=on_metrics,
+            )
+        )
     finally:
         log.close()
     print("txnlog serve: stopped", file=sys.stderr, flush=True)
