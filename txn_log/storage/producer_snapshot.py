@@ -107,22 +107,30 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     return HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
 
 
-def decode_snapshot(data: bytes, source: str = "snapshot") -> list[ProducerStateEntry]:
-    """Parse a whole file; ``source`` names it in errors. Raises CorruptSnapshotError."""
-    if len(data) < ENTRIES_OFFSET:
+def check_header(
+    data: bytes, *, version: int, min_length: int, source: str, kind: str = "snapshot"
+) -> None:
+    """The checks every versioned snapshot file of the engine shares (STYLE 6): at least
+    ``min_length`` bytes, ``HEADER``'s version equal to ``version``, and its CRC-32C over
+    everything after ``CRC_START`` right. CorruptSnapshotError names ``source`` and what is
+    wrong."""
+    if len(data) < min_length:
         raise CorruptSnapshotError(
-            f"{source}: truncated, {len(data)} bytes, expected at least {ENTRIES_OFFSET}"
+            f"{source}: truncated, {len(data)} bytes, expected at least {min_length}"
         )
-    version, stored_crc = HEADER.unpack_from(data, 0)
-    if version != SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(
-            f"{source}: unknown snapshot version {version}, expected {SNAPSHOT_VERSION}"
-        )
+    found, stored_crc = HEADER.unpack_from(data, 0)
+    if found != version:
+        raise CorruptSnapshotError(f"{source}: unknown {kind} version {found}, expected {version}")
     computed_crc = crc32c.crc32c(data[CRC_START:])
     if computed_crc != stored_crc:
         raise CorruptSnapshotError(
             f"{source}: CRC-32C mismatch, stored {stored_crc:#010x}, computed {computed_crc:#010x}"
         )
+
+
+def decode_snapshot(data: bytes, source: str = "snapshot") -> list[ProducerStateEntry]:
+    """Parse a whole file; ``source`` names it in errors. Raises CorruptSnapshotError."""
+    check_header(data, version=SNAPSHOT_VERSION, min_length=ENTRIES_OFFSET, source=source)
     (count,) = COUNT.unpack_from(data, CRC_START)
     expected_size = ENTRIES_OFFSET + count * ENTRY.size
     if count < 0 or expected_size != len(data):

@@ -53,7 +53,7 @@ import crc32c
 from txn_log.errors import CorruptSnapshotError, OffsetOutOfRangeError
 from txn_log.storage.durable_file import is_temp_name, write_durably
 from txn_log.storage.partition_reader import PartitionReader
-from txn_log.storage.producer_snapshot import CRC_START, HEADER
+from txn_log.storage.producer_snapshot import CRC_START, HEADER, check_header
 
 logger = logging.getLogger(__name__)
 
@@ -150,20 +150,13 @@ def decode_state_snapshot(
     data: bytes, kind: SnapshotKind, source: str = "state snapshot"
 ) -> StateSnapshot:
     """Parse and check a whole file of ``kind``; CorruptSnapshotError names what is wrong."""
-    if len(data) < RECORDS_OFFSET:
-        raise CorruptSnapshotError(
-            f"{source}: truncated, {len(data)} bytes, expected at least {RECORDS_OFFSET}"
-        )
-    version, stored_crc = HEADER.unpack_from(data, 0)
-    if version != STATE_SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(
-            f"{source}: unknown state snapshot version {version}, expected {STATE_SNAPSHOT_VERSION}"
-        )
-    computed = crc32c.crc32c(data[CRC_START:])
-    if computed != stored_crc:
-        raise CorruptSnapshotError(
-            f"{source}: CRC-32C mismatch, stored {stored_crc:#010x}, computed {computed:#010x}"
-        )
+    check_header(
+        data,
+        version=STATE_SNAPSHOT_VERSION,
+        min_length=RECORDS_OFFSET,
+        source=source,
+        kind="state snapshot",
+    )
     found_kind, end_offset, last_base, last_crc, count = PREAMBLE.unpack_from(data, HEADER.size)
     if found_kind != kind:
         raise CorruptSnapshotError(f"{source}: snapshot kind {found_kind}, expected {kind:d}")
