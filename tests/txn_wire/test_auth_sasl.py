@@ -185,9 +185,10 @@ def test_sasl_handshake_v0_then_bare_tokens(sasl_server: ServeProcess) -> None:
     token = b"\0alice\0" + USERS["alice"].encode()
     client.send_bytes(LENGTH.pack(len(token)) + token)
     assert client.read_frame() == b""  # PLAIN's empty server token: logged in
-    assert client.request(METADATA, 9, {"topics": [{"name": "orders"}]})["topics"][0][
-        "error_code"
-    ] == 0
+    assert (
+        client.request(METADATA, 9, {"topics": [{"name": "orders"}]})["topics"][0]["error_code"]
+        == 0
+    )
     client.close()
     client = RawClient(sasl_server.port)
     client.request(SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
