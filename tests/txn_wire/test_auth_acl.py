@@ -33,6 +33,7 @@ GRANTS = {
     "no_topic": ["group g-* Read", "transactional_id t-* Write"],
     "no_group": ["topic orders Read", "topic orders Write", "transactional_id t-* Write"],
     "no_txn": ["topic orders Read", "topic orders Write", "group g-* Read"],
+    "cluster_only": ["cluster kafka-cluster IdempotentWrite"],
 }
 """user → the ACLs they hold; each user but alice lacks one kind."""
 
@@ -219,7 +220,7 @@ class Case:
     rpc: str
     send: Callable[[RawClient, Ctx], int]
     allowed: int  # alice's code (with every ACL it needs)
-    refused: dict[str, int]  # user lacking one ACL → the code Kafka answers
+    others: dict[str, int]  # user lacking one ACL → the code Kafka answers
     setup: Callable[[Ctx], Ctx] = lambda ctx: ctx
     writes: bool = False  # whether alice's request writes to the log
 
@@ -284,7 +285,7 @@ CASES = [
         "InitProducerId-idempotent",
         init_producer_id(False),
         0,
-        {"no_topic_read": 0, "no_topic": CLUSTER},
+        {"no_topic_read": 0, "cluster_only": 0, "no_topic": CLUSTER},
     ),
     Case(
         "AddPartitionsToTxn",
@@ -318,8 +319,8 @@ CASES = [
 
 @pytest.mark.parametrize(
     ("case", "user"),
-    [(case, user) for case in CASES for user in ["alice", *case.refused]],
-    ids=[f"{case.rpc}-{user}" for case in CASES for user in ["alice", *case.refused]],
+    [(case, user) for case in CASES for user in ["alice", *case.others]],
+    ids=[f"{case.rpc}-{user}" for case in CASES for user in ["alice", *case.others]],
 )
 def test_each_rpc_needs_its_acl_and_a_refusal_writes_nothing_R12_C31_B19(
     acl_server: ServeProcess, case: Case, user: str
@@ -332,7 +333,7 @@ def test_each_rpc_needs_its_acl_and_a_refusal_writes_nothing_R12_C31_B19(
     after = directory_bytes(acl_server.path, content_only=True)
     client.close()
     admin.close()
-    expected = case.allowed if user == "alice" else case.refused[user]
+    expected = case.allowed if user == "alice" else case.others[user]
     assert code == expected, f"{case.rpc} by {user}: error code {code}, expected {expected}"
     if user != "alice" and expected != 0:
         assert after == before, f"a refused {case.rpc} changed the log"
@@ -347,6 +348,20 @@ def test_listings_show_only_what_the_principal_may_describe(acl_server: ServePro
     assert "orders" in [t["name"] for t in alice.request(3, 9, all_topics)["topics"]]
     assert [t["name"] for t in nobody.request(3, 9, all_topics)["topics"]] == []
     assert nobody.request(9, 7, {"group_id": "g-listing", "topics": None})["topics"] == []
+    joined = group_request(
+        11,
+        5,
+        session_timeout=10_000,
+        rebalance_timeout=10_000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[{"name": "range", "metadata": b""}],
+    )
+    assert joined(alice, Ctx(alice, "listing")) == 79  # MEMBER_ID_REQUIRED: g-listing exists
+    no_group = plain_login(acl_server.port, "no_group", "pw-no_group")
+    assert "g-listing" in [g["group_id"] for g in alice.request(16, 3, {})["groups"]]
+    assert no_group.request(16, 3, {})["groups"] == []
+    no_group.close()
     alice.close()
     nobody.close()
 
@@ -393,3 +408,37 @@ def test_acl_file_errors_name_the_line_and_the_field(tmp_path: Path) -> None:
     write_acls(path, ["alice topic orders Write allow"])
     with pytest.raises(AclFileError, match=r"principal 'alice' must be User:NAME"):
         load_acls(path)
+
+
+def test_acls_without_sasl_apply_to_user_anonymous(log_dir: Path, tmp_path: Path) -> None:
+    acls = write_acls(
+        tmp_path / "acls.txt",
+        ["User:ANONYMOUS topic orders Read allow", "User:ANONYMOUS group g-* Read allow"],
+    )
+    served = start_serve(log_dir, "--acl-file", str(acls))
+    try:
+        assert "User:ANONYMOUS" in served.banner[1] and "2 ACL rules" in served.banner[1]
+        client = RawClient(served.port)
+        ctx = Ctx(client, "anonymous")
+        before = directory_bytes(log_dir, content_only=True)
+        assert produce(client, ctx, transactional=False) == 29  # Read only: no Write
+        assert directory_bytes(log_dir, content_only=True) == before
+        assert fetch(client, ctx) == 0
+        assert init_producer_id(True)(client, ctx) == 53
+        joined = group_request(
+            11,
+            5,
+            session_timeout=10_000,
+            rebalance_timeout=10_000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": b""}],
+        )
+        assert joined(client, ctx) == 79  # MEMBER_ID_REQUIRED: allowed; the group now exists
+        ctx.group = "other"
+        assert joined(client, ctx) == 30
+        listed = client.request(16, 3, {})
+        assert [g["group_id"] for g in listed["groups"]] == ["g-anonymous"]
+        client.close()
+    finally:
+        served.stop()
