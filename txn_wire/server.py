@@ -303,7 +303,7 @@ class WireServer:
         if request.api_key == api_versions.SASL_AUTHENTICATE:
             return await auth.authenticate(request)
         principal = auth.principal
-        if self.authorizer is None or principal is None:
+        if self.authorizer is None or principal is None:  # None: ApiVersions before SASL
             return await HANDLERS[request.api_key](self, request, address)
         guard = authorize(self.authorizer, principal, request)
         if guard.refused:
