@@ -10,14 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kafka
+import kafka.errors
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from tests.support import directory_bytes
 from tests.txn_wire.auth_clients import plain_login, sasl_config, write_acls, write_users
 from tests.txn_wire.serve_process import ServeProcess, start_serve
-from tests.txn_wire.wire_clients import RawClient, confluent_producer, produce_all
+from tests.txn_wire.wire_clients import WAIT_S, RawClient, confluent_producer, produce_all
 from txn_log.log import Log
 from txn_log.record.codec import encode_records
+from txn_log.topic_partition import TopicPartition
 from txn_wire.acl import AclRule, Authorizer, Operation, ResourceType
 
 NOW = 1_700_000_000_000
@@ -442,3 +446,66 @@ def test_acls_without_sasl_apply_to_user_anonymous(log_dir: Path, tmp_path: Path
         client.close()
     finally:
         served.stop()
+
+
+def test_a_confluent_transactional_producer_needs_write_on_its_transactional_id_C31(
+    acl_server: ServeProcess,
+) -> None:
+    """alice (Write on t-*) commits a transaction; no_txn's init_transactions fails with
+    Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing it tried is in the log."""
+    before_end = _log_end(acl_server.path)
+    allowed = Producer(
+        {
+            "bootstrap.servers": acl_server.bootstrap,
+            "transactional.id": "t-confluent",
+            **sasl_config("SCRAM-SHA-512", "alice", "pw-alice"),
+        }
+    )
+    allowed.init_transactions(WAIT_S)
+    allowed.begin_transaction()
+    allowed.produce("orders", b"committed", partition=0)
+    allowed.commit_transaction(WAIT_S)
+    assert _log_end(acl_server.path) == before_end + 2  # the record and the COMMIT marker
+    before = directory_bytes(acl_server.path, content_only=True)
+    refused = Producer(
+        {
+            "bootstrap.servers": acl_server.bootstrap,
+            "transactional.id": "t-confluent",
+            **sasl_config("SCRAM-SHA-256", "no_txn", "pw-no_txn"),
+        }
+    )
+    with pytest.raises(KafkaException) as raised:
+        refused.init_transactions(WAIT_S)
+    assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert directory_bytes(acl_server.path, content_only=True) == before  # alice not fenced
+
+
+def test_kafka_python_logs_in_with_scram_sha_512_and_is_refused_a_topic_it_may_not_read(
+    acl_server: ServeProcess,
+) -> None:
+    config = {
+        "bootstrap_servers": acl_server.bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512",
+    }
+    producer = kafka.KafkaProducer(
+        **config, sasl_plain_username="alice", sasl_plain_password="pw-alice"
+    )
+    sent = producer.send("orders", b"kafka-python", partition=0).get(timeout=WAIT_S)
+    producer.close()
+    reader = kafka.KafkaConsumer(
+        **config,
+        sasl_plain_username="no_topic_read",
+        sasl_plain_password="pw-no_topic_read",
+        enable_auto_commit=False,
+    )
+    reader.assign([kafka.TopicPartition("orders", 0)])
+    reader.seek(kafka.TopicPartition("orders", 0), sent.offset)
+    with pytest.raises(kafka.errors.TopicAuthorizationFailedError):
+        reader.poll(timeout_ms=WAIT_S * 1000)
+    reader.close()
+
+
+def _log_end(path: Path) -> int:
+    with Log.open(path) as log:
+        return log.partition_reader(TopicPartition("orders", 0)).log_end_offset
