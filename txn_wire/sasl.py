@@ -40,6 +40,8 @@ ITERATIONS = 4096  # Kafka's minimum for SCRAM
 _HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 _FILE_KEYS = {SCRAM_SHA_256: "scram-sha-256", SCRAM_SHA_512: "scram-sha-512"}
 _FAILED = "Authentication failed: invalid user name or password"
+_UNKNOWN_USER_KEY = secrets.token_bytes(32)
+"""Per process: derives the salt shown for a user that does not exist (same on every try)."""
 
 
 class SaslAuthenticationError(Exception):
@@ -166,11 +168,10 @@ class SaslSession:
         if authzid and authzid != user:
             raise SaslAuthenticationError(f"PLAIN: {user!r} may not act as {authzid!r}")
         credentials = self._users.get(user)
-        if not credentials:
-            raise SaslAuthenticationError(_FAILED)
-        mechanism, credential = next(iter(credentials.items()))
+        # an unknown user costs the same hashing, so timing does not tell users apart
+        mechanism, credential = next(iter((credentials or _unknown(user)).items()))
         expected = scram_credential(password, mechanism, credential.salt, credential.iterations)
-        if not hmac.compare_digest(expected.stored_key, credential.stored_key):
+        if not hmac.compare_digest(expected.stored_key, credential.stored_key) or not credentials:
             raise SaslAuthenticationError(_FAILED)
         return user
 
@@ -204,8 +205,9 @@ class _ScramExchange:
             raise SaslAuthenticationError("SCRAM: client-first message without user or nonce")
         self._user = user
         self._credential = self._users.get(user, {}).get(self._mechanism)
-        # an unknown user gets a made-up salt, so the answer does not tell users apart
-        credential = self._credential or scram_credential(secrets.token_hex(8), self._mechanism)
+        # an unknown user gets a made-up salt, the same on every try, so the answer does not
+        # tell users apart; the proof is then refused
+        credential = self._credential or _unknown(user)[SCRAM_SHA_256]
         self._gs2_header = f"{gs2_flag},{authzid},"
         self._client_first_bare = bare
         self._nonce = client_nonce + self._server_nonce
@@ -238,6 +240,12 @@ class _ScramExchange:
             raise SaslAuthenticationError(_FAILED)
         server_signature = hmac.new(credential.server_key, auth_message, self._hash).digest()
         return self._user, b"v=" + base64.b64encode(server_signature)
+
+
+def _unknown(user: str) -> dict[str, ScramCredential]:
+    """A credential no password matches, with a salt that depends on the user name only."""
+    salt = hmac.new(_UNKNOWN_USER_KEY, user.encode(), "sha256").digest()
+    return {SCRAM_SHA_256: ScramCredential(salt, ITERATIONS, b"", b"")}
 
 
 def _text(token: bytes) -> str:

@@ -208,3 +208,23 @@ def test_without_a_users_file_sasl_is_neither_advertised_nor_answered(
         client.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
     client.close()
     assert "the server is open" in server.banner[1]
+
+
+def test_an_unknown_user_sees_the_same_salt_every_time_and_is_refused_like_a_wrong_password() -> (
+    None
+):
+    users = {"user": {SCRAM_SHA_256: scram_credential("pencil", SCRAM_SHA_256)}}
+    salts = []
+    for _ in range(2):
+        session = SaslSession(users, server_nonce=lambda: "server")
+        session.handshake(SCRAM_SHA_256)
+        first = session.authenticate(b"n,,n=nobody,r=client").decode()
+        salts.append(first.split(",")[1])
+        proof = base64.b64encode(bytes(32)).decode()
+        with pytest.raises(SaslAuthenticationError, match="invalid user name or password"):
+            session.authenticate(f"c=biws,r=clientserver,p={proof}".encode())
+    assert salts[0] == salts[1]
+    plain = SaslSession(users)
+    plain.handshake("PLAIN")
+    with pytest.raises(SaslAuthenticationError, match="invalid user name or password"):
+        plain.authenticate(b"\0nobody\0pencil")
