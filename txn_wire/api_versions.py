@@ -6,6 +6,9 @@ switch to topic ids (Fetch 13, Produce 10, Metadata 13) or batch several coordin
 in one (AddPartitionsToTxn 4), which this server does not implement. InitProducerId goes to v4
 because librdkafka needs v3+ to recover from abortable errors by an epoch bump (KIP-360).
 
+SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2 are served, and advertised, only when
+the server has a users file (``SASL``): an open server does not offer what it cannot do.
+
 A request for a version outside its range is refused; for ApiVersions itself the answer is
 Kafka's: error UNSUPPORTED_VERSION (35) in a v0-shaped response listing the supported ranges,
 whatever version was asked (Kafka's ``RequestContext``), so that a client can fall back.
@@ -41,18 +44,27 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 """api key → (min version, max version), inclusive."""
 
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+SASL: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
+"""The SASL APIs, served with a users file only."""
 
-def is_supported(api_key: int, api_version: int) -> bool:
-    versions = SUPPORTED.get(api_key)
+
+def _ranges(sasl: bool) -> dict[int, tuple[int, int]]:
+    return {**SUPPORTED, **SASL} if sasl else SUPPORTED
+
+
+def is_supported(api_key: int, api_version: int, *, sasl: bool = False) -> bool:
+    versions = _ranges(sasl).get(api_key)
     return versions is not None and versions[0] <= api_version <= versions[1]
 
 
-def api_versions_body(error_code: int = 0) -> dict[str, Any]:
+def api_versions_body(error_code: int = 0, *, sasl: bool = False) -> dict[str, Any]:
     """The ApiVersions response body: every supported range (all versions share this)."""
     return {
         "error_code": error_code,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(SUPPORTED.items())
+            for key, (low, high) in sorted(_ranges(sasl).items())
         ],
     }

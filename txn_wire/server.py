@@ -11,6 +11,10 @@
 - Fetch long-polls: answered once ``min_bytes`` of records are there, or ``max_wait`` has
   passed, looking at the partitions' ends every ``fetch_poll_interval_ms``; other processes
   append to the directory without telling us, so looking is the only way to learn of it.
+- Authentication and authorization (optional, R-12): with ``users`` each connection must
+  authenticate by SASL before anything but ApiVersions (``connection_auth``); with an
+  ``authorizer`` each request is checked against the ACLs before its handler runs, and the
+  refused parts are answered with Kafka's authorization error codes (``authorize``).
 - Shutdown (``stop``): stop accepting; requests being handled are answered (long polls answer
   at once with what they have); idle connections are closed; then the log is closed. Every
   acknowledged append was written before its answer, so nothing acknowledged is lost.
@@ -27,6 +31,8 @@ from typing import Any
 
 from txn_log import Log
 from txn_wire import api_versions
+from txn_wire.acl import Authorizer
+from txn_wire.authorize import authorize
 from txn_wire.broker import Broker, ServeConfig
 from txn_wire.codec import (
     LENGTH,
@@ -38,11 +44,13 @@ from txn_wire.codec import (
     encode_response,
     peek_prefix,
 )
+from txn_wire.connection_auth import ConnectionAuth
 from txn_wire.fetch import end_offsets, read_fetch
 from txn_wire.group_coordinator import GroupCoordinator
 from txn_wire.list_offsets import handle_list_offsets
 from txn_wire.metadata import Address, handle_find_coordinator, handle_metadata
 from txn_wire.produce import handle_produce
+from txn_wire.sasl import Users
 from txn_wire.transactions import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -75,7 +83,7 @@ def _blocking(function: Callable[..., Plain | None], *, with_address: bool = Fal
 
 
 async def _api_versions(server: WireServer, request: Request, address: Address) -> Plain:
-    return api_versions.api_versions_body()
+    return api_versions.api_versions_body(sasl=server.users is not None)
 
 
 async def _fetch(server: WireServer, request: Request, address: Address) -> Plain:
@@ -176,8 +184,17 @@ HANDLERS: dict[int, Handler] = {
 class WireServer:
     """A Kafka protocol listener over one open ``Log``. Use from one event loop."""
 
-    def __init__(self, log: Log, config: ServeConfig | None = None) -> None:
+    def __init__(
+        self,
+        log: Log,
+        config: ServeConfig | None = None,
+        *,
+        users: Users | None = None,
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self.broker = Broker(log, config or ServeConfig())
+        self.users = users
+        self.authorizer = authorizer
         self.groups = GroupCoordinator()
         self.stopping = asyncio.Event()
         self._server: asyncio.Server | None = None
@@ -213,19 +230,25 @@ class WireServer:
         sockname = writer.get_extra_info("sockname")
         address: Address = (sockname[0], sockname[1])
         peer = writer.get_extra_info("peername")
+        auth = ConnectionAuth(self.users, peer)
         try:
             while not self.stopping.is_set():
-                frame = await self._read_frame(reader, peer)
+                frame = await self._read_frame(reader, peer, bare_token=auth.raw_tokens)
                 if frame is None or self.stopping.is_set():
                     break  # a request read after the stop began is failed: never started
                 self._begin()  # no await since the read: ``stop`` waits for this request
                 try:
-                    response = await self._dispatch(frame, address)
+                    if auth.raw_tokens:
+                        response: bytes | None = await auth.raw_token(frame)
+                    else:
+                        response = await self._dispatch(frame, address, auth)
                 finally:
                     self._end()
                 if response is not None:
                     writer.write(response)
                     await writer.drain()
+                if auth.close_after:
+                    break
         except MalformedRequestError as error:
             logger.info("closing connection from %s: %s", peer, error)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -241,32 +264,52 @@ class WireServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _read_frame(self, reader: asyncio.StreamReader, peer: object) -> bytes | None:
+    async def _read_frame(
+        self, reader: asyncio.StreamReader, peer: object, *, bare_token: bool = False
+    ) -> bytes | None:
         try:
             prefix = await reader.readexactly(LENGTH.size)
         except asyncio.IncompleteReadError:
             return None
         (length,) = LENGTH.unpack(prefix)
         limit = self.broker.config.max_request_bytes
-        if length < REQUEST_PREFIX.size or length > limit:
+        if length < (0 if bare_token else REQUEST_PREFIX.size) or length > limit:
             raise MalformedRequestError(
                 f"frame of {length} bytes refused (at least {REQUEST_PREFIX.size}, at most "
                 f"socket.request.max.bytes {limit})"
             )
         return await reader.readexactly(length)
 
-    async def _dispatch(self, frame: bytes, address: Address) -> bytes | None:
+    async def _dispatch(self, frame: bytes, address: Address, auth: ConnectionAuth) -> bytes | None:
         api_key, api_version, correlation_id = peek_prefix(frame)
-        if not api_versions.is_supported(api_key, api_version):
+        sasl = self.users is not None
+        if not api_versions.is_supported(api_key, api_version, sasl=sasl):
             if api_key == api_versions.API_VERSIONS:
-                body = api_versions.api_versions_body(api_versions.UNSUPPORTED_VERSION)
+                body = api_versions.api_versions_body(api_versions.UNSUPPORTED_VERSION, sasl=sasl)
                 return encode_response(api_key, 0, correlation_id, body)
             raise MalformedRequestError(f"api key {api_key} version {api_version} unsupported")
+        auth.check_allowed(api_key)
         request = decode_request(frame)
-        answer = await HANDLERS[api_key](self, request, address)
+        answer = await self._answer(request, address, auth)
         if answer is None:
             return None
         return encode_response(api_key, api_version, correlation_id, answer)
+
+    async def _answer(
+        self, request: Request, address: Address, auth: ConnectionAuth
+    ) -> Plain | None:
+        if request.api_key == api_versions.SASL_HANDSHAKE:
+            return auth.handshake(request)
+        if request.api_key == api_versions.SASL_AUTHENTICATE:
+            return await auth.authenticate(request)
+        principal = auth.principal
+        if self.authorizer is None or principal is None:  # None: ApiVersions before SASL
+            return await HANDLERS[request.api_key](self, request, address)
+        guard = authorize(self.authorizer, principal, request)
+        if guard.refused:
+            logger.info("%s refused api key %d (not authorized)", principal, request.api_key)
+            return guard.answer
+        return guard.merge(await HANDLERS[request.api_key](self, guard.request, address))
 
     def _begin(self) -> None:
         self._in_flight += 1
@@ -287,6 +330,8 @@ async def serve(
     on_listening: Callable[[str, int], None] = lambda host, port: None,
     metrics_port: int | None = None,
     on_metrics: Callable[[str, int], None] = lambda host, port: None,
+    users: Users | None = None,
+    authorizer: Authorizer | None = None,
 ) -> None:
     """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log).
     With ``metrics_port`` (0: a free one), ``GET /metrics`` on the same host answers the
@@ -300,7 +345,7 @@ async def serve(
     # engine calls (appends with fsync, long-poll looks at the log ends) share these threads;
     # the default pool (CPUs + 4) would let a few slow fsyncs hold up every fetch
     loop.set_default_executor(ThreadPoolExecutor(WORKER_THREADS, "txnlog-serve"))
-    server = WireServer(log, config)
+    server = WireServer(log, config, users=users, authorizer=authorizer)
     bound_host, bound_port = await server.start(host, port)
     on_listening(bound_host, bound_port)
     metrics = MetricsServer(log)

@@ -2,7 +2,10 @@
 
 The server is one more peer of the directory: other processes keep reading and writing it
 directly. It prints the address it listens on (``--port 0`` picks a free port), binds
-127.0.0.1 unless told otherwise, and has no authentication yet, which it says at start.
+127.0.0.1 unless told otherwise, and says at start whether it is open or needs SASL
+(``--users-file``: PLAIN, SCRAM-SHA-256/512, ``txn_wire.sasl``) and ACLs (``--acl-file``,
+``txn_wire.acl``). A users or ACL file that cannot be read stops it before it listens, with
+the file, line and field at fault (exit 2).
 SIGTERM or SIGINT stops it cleanly: no new connections, requests in flight answered, the log
 closed. ``txn_wire`` (and its ``kio`` dependency) is imported only here, inside the command,
 so the rest of the CLI and the engine never load it (DESIGN §1).
@@ -15,7 +18,7 @@ import asyncio
 import sys
 from typing import Any
 
-from txn_log.cli.common import EXIT_OK, create_log
+from txn_log.cli.common import EXIT_OK, EXIT_USAGE, create_log
 
 
 def add_parser(subparsers: Any) -> None:
@@ -49,12 +52,34 @@ def add_parser(subparsers: Any) -> None:
         help="also serve GET /metrics (Prometheus text: live producer ids, LSO, transactional "
         "ids, read_committed lag) on this port of the same host; 0 picks a free port",
     )
+    serve.add_argument(
+        "--users-file",
+        help="JSON users file: clients must authenticate with SASL PLAIN or SCRAM-SHA-256/512",
+    )
+    serve.add_argument(
+        "--acl-file",
+        help="ACL file (principal, resource type, name, operation, allow|deny per line): "
+        "every request is checked; what no rule allows is refused",
+    )
     serve.set_defaults(run=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from txn_wire.acl import AclFileError, Authorizer, load_acls
     from txn_wire.broker import ServeConfig
+    from txn_wire.sasl import Users, UsersFileError, load_users
     from txn_wire.server import serve
+
+    users: Users | None = None
+    authorizer: Authorizer | None = None
+    try:
+        if args.users_file:
+            users = load_users(args.users_file)
+        if args.acl_file:
+            authorizer = load_acls(args.acl_file)
+    except (UsersFileError, AclFileError) as error:
+        print(f"txnlog serve: {error}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
 
     config = ServeConfig(
         auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions
@@ -62,11 +87,19 @@ def run_serve(args: argparse.Namespace) -> int:
 
     def on_listening(host: str, port: int) -> None:
         print(f"txnlog serve: listening on {host}:{port} for the log at {args.path}", flush=True)
-        print(
-            "txnlog serve: the server is open: no authentication, no ACLs; "
-            + ("bound to loopback only" if host.startswith("127.") else "reachable from others"),
-            flush=True,
+        reach = "bound to loopback only" if host.startswith("127.") else "reachable from others"
+        if users is None and authorizer is None:
+            print(
+                f"txnlog serve: the server is open: no authentication, no ACLs; {reach}", flush=True
+            )
+            return
+        who = (
+            f"SASL required (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) for {len(users)} users"
+            if users is not None
+            else "no authentication (every client is User:ANONYMOUS)"
         )
+        acls = f"{len(authorizer.rules)} ACL rules" if authorizer is not None else "no ACLs"
+        print(f"txnlog serve: {who}; {acls}; {reach}", flush=True)
 
     def on_metrics(host: str, port: int) -> None:
         print(f"txnlog serve: metrics on http://{host}:{port}/metrics", flush=True)
@@ -82,6 +115,8 @@ def run_serve(args: argparse.Namespace) -> int:
                 on_listening=on_listening,
                 metrics_port=args.metrics_port,
                 on_metrics=on_metrics,
+                users=users,
+                authorizer=authorizer,
             )
         )
     finally:

@@ -1,0 +1,162 @@
+"""ACLs of ``txnlog serve --acl-file`` (R-12, C-31, B-19): who may do what to which resource.
+
+The ACL file has one rule a line, five fields separated by blanks; ``#`` starts a comment::
+
+    # principal    resource type      name        operation  permission
+    User:alice     topic              orders      Write      allow
+    User:alice     transactional_id   copier-*    Write      allow
+    User:*         group              *           Read       allow
+    User:mallory   topic              *           All        deny
+
+- principal: ``User:NAME`` (the SASL user; ``User:ANONYMOUS`` without a users file) or
+  ``User:*`` for everyone.
+- resource type: ``topic``, ``group``, ``transactional_id`` (Kafka's ProducerTransactionalId,
+  C-31) or ``cluster`` (name ``kafka-cluster``; IdempotentWrite there lets a producer without
+  a transactional id get a producer id, as in Kafka).
+- name: a literal name, a prefix ending in ``*`` (``copier-*``), or ``*`` for every name.
+- operation: ``Read``, ``Write``, ``Describe``, ``IdempotentWrite`` or ``All``.
+- permission: ``allow`` or ``deny``.
+
+Decisions are Kafka's (``AclAuthorizer``): a matching deny wins over any allow; without a
+matching allow the answer is no (allow.everyone.if.no.acl.found=false); Read and Write imply
+Describe; All matches every operation. Immutable once loaded; thread-safe.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+CLUSTER_NAME = "kafka-cluster"
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class ResourceType(enum.Enum):
+    TOPIC = "topic"
+    GROUP = "group"
+    TRANSACTIONAL_ID = "transactional_id"
+    CLUSTER = "cluster"
+
+
+class Operation(enum.Enum):
+    READ = "Read"
+    WRITE = "Write"
+    DESCRIBE = "Describe"
+    IDEMPOTENT_WRITE = "IdempotentWrite"
+    ALL = "All"
+
+
+_IMPLIES_DESCRIBE = {Operation.READ, Operation.WRITE}
+
+
+class AclFileError(ValueError):
+    """The ACL file cannot be read: the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class AclRule:
+    """One line of the ACL file."""
+
+    principal: str
+    resource_type: ResourceType
+    name: str
+    operation: Operation
+    allow: bool
+
+    def matches_principal(self, principal: str) -> bool:
+        return self.principal in ("User:*", principal)
+
+    def matches_name(self, name: str) -> bool:
+        if self.name == "*":
+            return True
+        if self.name.endswith("*"):
+            return name.startswith(self.name[:-1])
+        return name == self.name
+
+    def matches_operation(self, operation: Operation) -> bool:
+        if self.operation in (Operation.ALL, operation):
+            return True
+        # an allowed Read or Write also allows Describe; a denied one does not deny Describe
+        return (
+            self.allow and operation is Operation.DESCRIBE and (self.operation in _IMPLIES_DESCRIBE)
+        )
+
+
+class Authorizer:
+    """Answers "may ``principal`` do ``operation`` on this resource?" from a list of rules."""
+
+    def __init__(self, rules: list[AclRule]) -> None:
+        self.rules = tuple(rules)
+
+    def allows(
+        self, principal: str, resource_type: ResourceType, name: str, operation: Operation
+    ) -> bool:
+        allowed = False
+        for rule in self.rules:
+            if (
+                rule.resource_type is resource_type
+                and rule.matches_principal(principal)
+                and rule.matches_name(name)
+                and rule.matches_operation(operation)
+            ):
+                if not rule.allow:
+                    return False
+                allowed = True
+        return allowed
+
+    def allows_any(self, principal: str, resource_type: ResourceType, operation: Operation) -> bool:
+        """Whether some allow rule gives ``operation`` on some resource of the type and no
+        deny takes every such resource away (Kafka's ``authorizeByResourceType``)."""
+        relevant = [
+            r
+            for r in self.rules
+            if r.resource_type is resource_type
+            and r.matches_principal(principal)
+            and r.matches_operation(operation)
+        ]
+        if any(not r.allow and r.name == "*" for r in relevant):
+            return False
+        return any(r.allow for r in relevant)
+
+
+def load_acls(path: Path) -> Authorizer:
+    """Read an ACL file (format in the module docstring); AclFileError if a line is wrong."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise AclFileError(f"ACL file {path}: {error}") from error
+    rules = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            rules.append(_rule(f"ACL file {path}, line {number}", fields))
+    return Authorizer(rules)
+
+
+def _rule(where: str, fields: list[str]) -> AclRule:
+    if len(fields) != 5:
+        raise AclFileError(
+            f"{where}: expected 5 fields (principal, resource type, name, operation, "
+            f"permission), got {len(fields)}"
+        )
+    principal, resource, name, operation, permission = fields
+    if not principal.startswith("User:") or principal == "User:":
+        raise AclFileError(f"{where}: principal {principal!r} must be User:NAME or User:*")
+    types = [t.value for t in ResourceType]
+    if resource.lower() not in types:
+        raise AclFileError(f"{where}: resource type {resource!r} is not one of {types}")
+    operations = {o.value.lower(): o for o in Operation}
+    if operation.lower() not in operations:
+        raise AclFileError(
+            f"{where}: operation {operation!r} is not one of {[o.value for o in Operation]}"
+        )
+    if permission.lower() not in ("allow", "deny"):
+        raise AclFileError(f"{where}: permission {permission!r} must be allow or deny")
+    return AclRule(
+        principal,
+        ResourceType(resource.lower()),
+        name,
+        operations[operation.lower()],
+        permission.lower() == "allow",
+    )

@@ -1,0 +1,252 @@
+"""Authorization of each request before its handler runs (R-12: C-31, B-02, B-19), as Kafka's
+``KafkaApis`` does it, with the ACLs of ``acl.Authorizer``.
+
+What each API needs, and the error code of a refusal:
+
+=====================  ===============================================  ===================
+API                    needs                                            refused with
+=====================  ===============================================  ===================
+Produce, transactional Write on its transactional id (B-19)             53, every partition
+Produce                Write on each topic                              29, that topic
+Fetch                  Read on each topic                               29, that topic
+ListOffsets            Describe on each topic (Read or Write imply it)  29, that topic
+Metadata               Describe on each topic asked (all topics: the    29, that topic
+                       ones allowed are listed, the others left out)
+OffsetCommit           Read on the group; Read on each topic            30 all; 29 the topic
+OffsetFetch            Describe on the group; Describe on each topic    30 all; 29 the topic
+FindCoordinator        Describe on the group / transactional id         30 / 53
+Join/Sync/Heartbeat/   Read on the group                                30
+LeaveGroup
+DescribeGroups,        Describe on each group (ListGroups lists only    30, that group
+ListGroups             the groups allowed)
+InitProducerId         Write on the transactional id (C-31); without    53; 31
+                       one, IdempotentWrite on the cluster or Write on
+                       some topic (Kafka's idempotent producer rule)
+AddPartitionsToTxn     Write on the transactional id; Write on each     53; 29 the topic,
+                       topic (C-31)                                     55 the others
+AddOffsetsToTxn        Write on the transactional id; Read on the       53; 30
+                       group (C-31)
+EndTxn                 Write on the transactional id (C-31)             53
+TxnOffsetCommit        Write on the transactional id; Read on the       53; 30; 29 the
+                       group; Read on each topic                        topic
+=====================  ===============================================  ===================
+
+A refused part never reaches the handler: the request is narrowed to the allowed parts, the
+handler answers those, and the refusals are added to its answer (``Guard.merge``); when
+nothing is left the refusal is the whole answer and the handler does not run, so a refused
+request writes nothing. WriteTxnMarker (B-02, ClusterAction) is not served at all: control
+batches reach the log only through the coordinator, and Produce refuses them (B-19).
+Pure functions of the request; thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from txn_wire import authorize_groups as groups
+from txn_wire.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from txn_wire.codec import Plain, Request
+from txn_wire.guard import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    GROUP_AUTHORIZATION_FAILED,
+    OPERATION_NOT_ATTEMPTED,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    Check,
+    Guard,
+    only_described,
+    split_topics,
+    topic_rule,
+)
+
+_TOPIC, _GROUP, _TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID
+_READ, _WRITE, _DESCRIBE = Operation.READ, Operation.WRITE, Operation.DESCRIBE
+
+
+def authorize(authorizer: Authorizer, principal: str, request: Request) -> Guard:
+    """Check ``request`` (an API this server serves) for ``principal``."""
+    check = Check(authorizer, principal, request)
+    rule = _RULES.get(request.api_key)
+    return rule(check) if rule is not None else Guard(request)
+
+
+# --- topics ------------------------------------------------------------------------------------
+
+
+def _produce(check: Check) -> Guard:
+    """B-19: Write on the transactional id first, then Write on each topic."""
+    transactional_id = check.body.get("transactional_id")
+    acks_zero = check.body["acks"] == 0
+    if transactional_id and not check.allows(_TXN, transactional_id, _WRITE):
+        refused = [
+            _produce_refusal(t, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            for t in check.body["topic_data"]
+        ]
+        return check.refuse(None if acks_zero else {"responses": refused})
+    return topic_rule(
+        check,
+        topics_key="topic_data",
+        name_key="name",
+        operation=_WRITE,
+        answer_key="responses",
+        refusal=lambda t: _produce_refusal(t, TOPIC_AUTHORIZATION_FAILED),
+        empty=None if acks_zero else {},
+    )
+
+
+def _produce_refusal(topic: Plain, code: int) -> Plain:
+    return {
+        "name": topic["name"],
+        "partition_responses": [
+            {"index": p["index"], "error_code": code, "base_offset": -1}
+            for p in topic["partition_data"]
+        ],
+    }
+
+
+def _fetch(check: Check) -> Guard:
+    return topic_rule(
+        check,
+        topics_key="topics",
+        name_key="topic",
+        operation=_READ,
+        answer_key="responses",
+        refusal=lambda t: {
+            "topic": t["topic"],
+            "partitions": [
+                {
+                    "partition_index": p["partition"],
+                    "error_code": TOPIC_AUTHORIZATION_FAILED,
+                    "high_watermark": -1,
+                    "records": b"",
+                }
+                for p in t["partitions"]
+            ],
+        },
+        empty={"error_code": 0, "session_id": 0},
+    )
+
+
+def _list_offsets(check: Check) -> Guard:
+    return topic_rule(
+        check,
+        topics_key="topics",
+        name_key="name",
+        operation=_DESCRIBE,
+        answer_key="topics",
+        refusal=lambda t: {
+            "name": t["name"],
+            "partitions": [
+                {"partition_index": p["partition_index"], "error_code": TOPIC_AUTHORIZATION_FAILED}
+                for p in t["partitions"]
+            ],
+        },
+        empty={},
+    )
+
+
+def _metadata(check: Check) -> Guard:
+    """Asked topics without Describe are refused (and never auto-created); a request for all
+    topics lists only those the principal may describe."""
+    if check.body.get("topics") is None:
+        return Guard(check.request, merge=lambda answer: only_described(check, answer))
+    allowed, denied = split_topics(check, check.body["topics"], "name", _DESCRIBE)
+    refused = [{"error_code": TOPIC_AUTHORIZATION_FAILED, "name": t["name"]} for t in denied]
+
+    def merge(answer: Plain | None) -> Plain | None:
+        return None if answer is None else {**answer, "topics": answer["topics"] + refused}
+
+    return check.narrowed(merge, topics=allowed) if denied else Guard(check.request)
+
+
+# --- transactions (C-31) -----------------------------------------------------------------------
+
+
+def _init_producer_id(check: Check) -> Guard:
+    transactional_id = check.body.get("transactional_id")
+    refused = {"producer_id": -1, "producer_epoch": -1}
+    if transactional_id:
+        if check.allows(_TXN, transactional_id, _WRITE):
+            return Guard(check.request)
+        return check.refuse({**refused, "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+    if check.allows(ResourceType.CLUSTER, CLUSTER_NAME, Operation.IDEMPOTENT_WRITE) or (
+        check.authorizer.allows_any(check.principal, _TOPIC, _WRITE)
+    ):
+        return Guard(check.request)
+    return check.refuse({**refused, "error_code": CLUSTER_AUTHORIZATION_FAILED})
+
+
+def _add_partitions_to_txn(check: Check) -> Guard:
+    body = check.body
+    topics = body["v3_and_below_topics"]
+    if not check.allows(_TXN, body["v3_and_below_transactional_id"], _WRITE):
+        return check.refuse(_add_partitions_answer(topics, lambda name: 53))
+    denied = {t["name"] for t in topics if not check.allows(_TOPIC, t["name"], _WRITE)}
+    if not denied:
+        return Guard(check.request)
+    return check.refuse(
+        _add_partitions_answer(
+            topics,
+            lambda name: TOPIC_AUTHORIZATION_FAILED if name in denied else OPERATION_NOT_ATTEMPTED,
+        )
+    )
+
+
+def _add_partitions_answer(topics: list[Plain], code: Callable[[str], int]) -> Plain:
+    return {
+        "results_by_topic_v3_and_below": [
+            {
+                "name": t["name"],
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": code(t["name"])}
+                    for p in t["partitions"]
+                ],
+            }
+            for t in topics
+        ]
+    }
+
+
+def _add_offsets_to_txn(check: Check) -> Guard:
+    if not check.allows(_TXN, check.body["transactional_id"], _WRITE):
+        return check.refuse({"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+    if not check.allows(_GROUP, check.body["group_id"], _READ):
+        return check.refuse({"error_code": GROUP_AUTHORIZATION_FAILED})
+    return Guard(check.request)
+
+
+def _end_txn(check: Check) -> Guard:
+    if check.allows(_TXN, check.body["transactional_id"], _WRITE):
+        return Guard(check.request)
+    return check.refuse({"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+
+
+_RULES: dict[int, Callable[[Check], Guard]] = {
+    0: _produce,
+    1: _fetch,
+    2: _list_offsets,
+    3: _metadata,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: groups.find_coordinator,
+    11: groups.member_rule(
+        lambda body: {
+            "generation_id": -1,
+            "protocol_name": "",
+            "leader": "",
+            "member_id": body["member_id"],
+            "members": [],
+        }
+    ),
+    12: groups.member_rule(lambda body: {}),
+    13: groups.member_rule(lambda body: {"members": []}),
+    14: groups.member_rule(lambda body: {"assignment": b""}),
+    15: groups.describe_groups,
+    16: groups.list_groups,
+    22: _init_producer_id,
+    24: _add_partitions_to_txn,
+    25: _add_offsets_to_txn,
+    26: _end_txn,
+    28: lambda check: groups.offset_commit(check, transactional=True),
+}
+"""api key → its rule; ApiVersions and the SASL APIs need no authorization."""
