@@ -32,7 +32,11 @@ For each history size (default 1,000 and 100,000 commits), on a fresh log:
 Figures are printed, never asserted (``integration/test_longrun_history.py`` asserts the
 correctness part). Real processes and files; the log lives on the disk of ``--dir``.
 
+With ``--internal-segment-bytes`` (e.g. 1048576) the internal topics roll small segments, so
+the housekeeping thread's cleaner really cleans them during the drive, before the restart.
+
     python -m integration.longrun_history [--sizes 1000,100000] [--dir DIR]
+        [--internal-segment-bytes N]
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from commit_protocol.embedded import EmbeddedBackend
 from commit_protocol.naming import default_group_id, default_prefix, streaming_sink_id
 from commit_protocol.spark_checkpoint import read_query_id
 from txn_log.log import Log
+from txn_log.log_manager import TOPICS_DIR, write_json_atomically
 from txn_log.partitioner import partition_for_key
 from txn_log.topic_partition import TopicPartition
 
@@ -83,10 +88,20 @@ def value_of(partition: int, index: int) -> bytes:
 # --- the log and its source ----------------------------------------------------------------------
 
 
-def create_log(path: Path) -> None:
+def create_log(path: Path, internal_segment_bytes: int | None = None) -> None:
+    """The log with its two topics; ``internal_segment_bytes`` lowers the internal topics'
+    ``segment.bytes`` (100 MiB) by rewriting their config files before anything is written
+    (there is no alter-configs API), so that their segments roll and the housekeeping thread's
+    cleaner has something to clean within a run of this length."""
     with Log.open(path, housekeeping_interval_ms=None) as log:
         log.create_topic(SRC, partitions=TASKS)
         log.create_topic(OUT, partitions=TASKS)
+    if internal_segment_bytes is not None:
+        for name in INTERNAL:
+            meta_path = path / TOPICS_DIR / f"{name}.json"
+            meta = json.loads(meta_path.read_text())
+            config = {**meta["config"], "segment.bytes": str(internal_segment_bytes)}
+            write_json_atomically(meta_path, {**meta, "config": config})
 
 
 def append_source(path: Path, per_partition: int) -> None:
@@ -299,10 +314,10 @@ class Run:
     verdict: Verdict
 
 
-def long_run(root: Path, commits: int) -> Run:
+def long_run(root: Path, commits: int, internal_segment_bytes: int | None = None) -> Run:
     """Seed, drive to ``commits`` sink commits in all, restart, verify (module doc)."""
     path, checkpoint = root / "log", root / "checkpoint"
-    create_log(path)
+    create_log(path, internal_segment_bytes)
     append_source(path, 1)
     seed = spark_process(path, checkpoint)
     if seed["batches"] != [0]:
@@ -358,6 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,100000", help="sink commits per run")
     parser.add_argument("--dir", default=None, help="where the logs go (default: a temp dir)")
+    parser.add_argument(
+        "--internal-segment-bytes", type=int, default=None,
+        help="lower the internal topics' segment.bytes (default: Kafka's 100 MiB)",
+    )  # fmt: skip
     parser.add_argument("--query", nargs=2, metavar=("LOG", "CHECKPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.query:
@@ -366,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="txnlog-longrun-", dir=args.dir) as tmp:
         for commits in (int(s) for s in args.sizes.split(",")):
-            run = long_run(Path(tmp) / str(commits), commits)
+            run = long_run(Path(tmp) / str(commits), commits, args.internal_segment_bytes)
             runs.append(run)
             print(json.dumps(asdict(run)), flush=True)
             shutil.rmtree(Path(tmp) / str(commits))
