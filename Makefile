@@ -8,7 +8,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP        := 127.0.0.1
 
-.PHONY: setup demo test test-all faults lint bench bench-history soak clean
+.PHONY: setup demo test test-all faults lint bench bench-history longrun soak clean
 
 setup: $(STAMP)
 
@@ -48,10 +48,18 @@ bench: setup
 	$(PY) bench/bench_source.py
 	$(PY) bench/bench_sink.py
 
-## bench-history: start-up cost against 1,000 / 20,000 / 100,000 historic transactions (3-6 min,
+## bench-history: start-up cost and the internal topics' size, raw and cleaned, against 1,000 / 20,000 /
+## 100,000 historic transactions, on a default log and one with 1 MiB internal segments (10-20 min,
 ## so not part of make bench)
 bench-history: setup
 	$(PY) bench/bench_history.py
+
+## longrun: 100,000 micro-batch commits through the sink's commit protocol (no Spark), then a
+## real Spark query restarted on that log, against the same after 1,000 (about an hour: ~30 ms
+## a commit; not part of make test). Fewer: make longrun LONGRUN_SIZES=1000,20000
+LONGRUN_SIZES ?= 1000,100000
+longrun: setup
+	$(PY) -m integration.longrun_history --sizes $(LONGRUN_SIZES)
 
 ## soak: at least 50 random kills over at least 1,000,000 records (not part of make test)
 soak: setup
