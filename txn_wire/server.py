@@ -346,14 +346,15 @@ async def serve(
     # the default pool (CPUs + 4) would let a few slow fsyncs hold up every fetch
     loop.set_default_executor(ThreadPoolExecutor(WORKER_THREADS, "txnlog-serve"))
     server = WireServer(log, config, users=users, authorizer=authorizer)
+    # the handlers go in before the address is printed: whoever reads it may stop us at once
+    stop_requested = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop_requested.set)
     bound_host, bound_port = await server.start(host, port)
     on_listening(bound_host, bound_port)
     metrics = MetricsServer(log)
     if metrics_port is not None:
         on_metrics(*await metrics.start(host, metrics_port))
-    stop_requested = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop_requested.set)
     await stop_requested.wait()
     await metrics.stop()
     await server.stop()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
-from tests.txn_wire.serve_process import ServeProcess
+from tests.txn_wire.serve_process import ServeProcess, start_serve
 from tests.txn_wire.wire_clients import RawClient
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
@@ -125,3 +126,14 @@ def test_server_sigkilled_mid_transaction_keeps_exactly_the_committed_data(
         assert ends[0] == high  # nothing left open
     finally:
         restarted.stop()
+
+
+def test_a_sigterm_sent_as_soon_as_the_address_is_printed_stops_cleanly(tmp_path: Path) -> None:
+    """The signal handlers are in place before the banner: an operator (or a test) that stops
+    the server the moment it reads the address gets a clean stop (exit 0, "stopped"), never
+    the default SIGTERM death (exit -15) that skips closing the log."""
+    for attempt in range(5):
+        server = start_serve(tmp_path / f"log-{attempt}")
+        assert server.stop() == 0, f"attempt {attempt}"
+        stderr = server.process.stderr.read() if server.process.stderr else ""
+        assert "txnlog serve: stopped" in stderr
