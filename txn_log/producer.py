@@ -327,7 +327,9 @@ class Producer:
         size = int(records.nbytes)
         limit = min(self.batch_size, int(self._topics[name].max_message_bytes * ARROW_FILL))
         buffer = self._buffers.get(tp)
-        if buffer is not None and (
+        if isinstance(buffer, ArrowBuffer) and not buffer.accepts(records):
+            self._drain_before_buffering(tp, "batch")  # other columns: a batch of their own
+        elif buffer is not None and (
             isinstance(buffer, PartitionBuffer) or buffer.size + size > limit
         ):
             self._drain_before_buffering(tp, "batch")

@@ -92,6 +92,11 @@ class ArrowBuffer:
     size: int = 0
     count: int = 0
 
+    def accepts(self, records: Any) -> bool:
+        """Whether ``records`` has the schema of what is buffered, so that they can share a
+        batch (Arrow concatenates only equal schemas)."""
+        return not self.pieces or bool(self.pieces[0].schema.equals(records.schema))
+
     def add(self, records: Any) -> None:
         self.pieces.append(records)
         self.size += records.nbytes

@@ -238,3 +238,15 @@ def test_register_partitions_opens_the_transaction_before_any_append(log: Log) -
     producer.abort_transaction()
     assert log.coordinator.open_transactions("task") == []
     assert values(log, OUT0, "read_uncommitted") == []  # dropped from the buffer, never written
+
+
+def test_batches_with_other_columns_for_one_partition_keep_their_order(log: Log) -> None:
+    """Arrow batches of different schemas cannot share a record batch: the buffered ones are
+    appended first, so each is encoded on its own and send order holds."""
+    producer = log.producer()
+    producer.send_batch(OUT0, rows(0, 2))  # key and value
+    producer.send_batch(OUT0, pa.record_batch([pa.array([b"%010d" % 2])], names=["value"]))
+    producer.send_batch(OUT0, rows(3, 1))
+    producer.flush()
+    assert values(log, OUT0) == [b"%010d" % i for i in range(4)]
+    assert [r.key for r in log.consumer().read(OUT0, 0)] == [b"k0", b"k1", None, b"k3"]
