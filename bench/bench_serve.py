@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
@@ -41,48 +42,59 @@ def start_server(path: Path) -> tuple[subprocess.Popen[str], int]:
     return process, int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
 
 
+def produce_consume(port: int, records: int, config: dict[str, Any]) -> tuple[float, float]:
+    """confluent-kafka against the server on ``port``: ``records`` idempotent acks=all
+    produces, then a read_committed consume of them; (produce, consume) records/s. ``config``
+    adds client settings (SASL for ``bench_serve_auth``)."""
+    bootstrap = {"bootstrap.servers": f"127.0.0.1:{port}", **config}
+    producer = Producer(
+        {
+            **bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce("bench", VALUE, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(600):
+        raise SystemExit("produce did not finish")
+    produce_s = time.perf_counter() - started
+    consumer = Consumer(
+        {
+            **bootstrap,
+            "group.id": "bench",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 << 20,
+            "max.partition.fetch.bytes": 10 << 20,
+        }
+    )
+    consumer.assign([KafkaPartition("bench", 0, 0)])
+    started = time.perf_counter()
+    seen = 0
+    while seen < records:
+        messages = consumer.consume(10_000, timeout=5)
+        if any(m.error() for m in messages):
+            raise SystemExit(f"consume failed: {[m.error() for m in messages if m.error()]}")
+        seen += len(messages)
+    consume_s = time.perf_counter() - started
+    consumer.close()
+    return records / produce_s, records / consume_s
+
+
 def wire(path: Path, records: int) -> tuple[float, float]:
     process, port = start_server(path)
     try:
-        producer = Producer(
-            {
-                "bootstrap.servers": f"127.0.0.1:{port}",
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
-                "batch.size": 1 << 20,
-                "queue.buffering.max.messages": 1_000_000,
-            }
-        )
-        started = time.perf_counter()
-        for _ in range(records):
-            while True:
-                try:
-                    producer.produce("bench", VALUE, partition=0)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-        if producer.flush(600):
-            raise SystemExit("produce did not finish")
-        produce_s = time.perf_counter() - started
-        consumer = Consumer(
-            {
-                "bootstrap.servers": f"127.0.0.1:{port}",
-                "group.id": "bench",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "fetch.max.bytes": 50 << 20,
-                "max.partition.fetch.bytes": 10 << 20,
-            }
-        )
-        consumer.assign([KafkaPartition("bench", 0, 0)])
-        started = time.perf_counter()
-        seen = 0
-        while seen < records:
-            seen += len(consumer.consume(10_000, timeout=5))
-        consume_s = time.perf_counter() - started
-        consumer.close()
-        return records / produce_s, records / consume_s
+        return produce_consume(port, records, {})
     finally:
         os.kill(process.pid, signal.SIGTERM)
         process.wait(60)

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaPartition
+from bench_serve import produce_consume  # bench/ is on the path: run as a script
+from confluent_kafka import Producer
 
 from txn_log.log import Log
 from txn_wire.codec import LENGTH, decode_response, encode_request
@@ -49,52 +49,6 @@ def start_server(path: Path, *extra: str) -> tuple[subprocess.Popen[str], int]:
 def stop(process: subprocess.Popen[str]) -> None:
     os.kill(process.pid, signal.SIGTERM)
     process.wait(60)
-
-
-def produce_consume(port: int, records: int, config: dict[str, Any]) -> tuple[float, float]:
-    bootstrap = {"bootstrap.servers": f"127.0.0.1:{port}", **config}
-    producer = Producer(
-        {
-            **bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "batch.size": 1 << 20,
-            "queue.buffering.max.messages": 1_000_000,
-        }
-    )
-    started = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                producer.produce("bench", VALUE, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    if producer.flush(600):
-        raise SystemExit("produce did not finish")
-    produce_s = time.perf_counter() - started
-    consumer = Consumer(
-        {
-            **bootstrap,
-            "group.id": "bench",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 50 << 20,
-            "max.partition.fetch.bytes": 10 << 20,
-        }
-    )
-    consumer.assign([KafkaPartition("bench", 0, 0)])
-    started = time.perf_counter()
-    seen = 0
-    while seen < records:
-        messages = consumer.consume(10_000, timeout=5)
-        if any(m.error() for m in messages):
-            raise SystemExit(f"consume failed: {[m.error() for m in messages if m.error()]}")
-        seen += len(messages)
-    consume_s = time.perf_counter() - started
-    consumer.close()
-    return records / produce_s, records / consume_s
 
 
 def _request(sock: socket.socket, api_key: int, version: int, body: dict[str, Any]) -> Any:
