@@ -366,20 +366,11 @@ class GroupOffsetStore:
             self._mutex.release()
 
     def _load_snapshot(self, snapshots: StateSnapshotDir, plog: PartitionReader) -> None:
-        snapshot = snapshots.load_newest(plog)
-        if snapshot is None:
-            return
-        try:
-            groups = restore_snapshot(snapshot)
-        except CorruptRecordError as problem:
-            logger.warning(
-                "group offset snapshot at %d unusable, reading from the start: %s",
-                snapshot.end_offset,
-                problem,
-            )
-            return
-        self._groups, self._applied = groups, snapshot.end_offset
-        self._snapshot_offset = self.started_from_snapshot = snapshot.end_offset
+        """Start from the newest valid snapshot (first catch-up of this object only)."""
+        loaded = snapshots.load_restored(plog, restore_snapshot)
+        if loaded is not None:
+            self._groups, self._applied = loaded
+            self._snapshot_offset = self.started_from_snapshot = self._applied
 
     def _maybe_snapshot(self, snapshots: StateSnapshotDir, plog: PartitionReader) -> None:
         """Write a snapshot of the state at ``_applied`` if it is due and the snapshot lock is

@@ -56,7 +56,6 @@ from txn_log.coordinator.transaction_metadata import (
 from txn_log.coordinator.transaction_state import TransactionState
 from txn_log.errors import (
     ConcurrentTransactionsError,
-    CorruptRecordError,
     InvalidProducerIdMappingError,
     LogLockedError,
     ProducerFencedError,
@@ -160,20 +159,10 @@ class TransactionCoordinator:
 
     def _load_snapshot(self, snapshots: StateSnapshotDir, plog: PartitionReader) -> None:
         """Start from the newest valid snapshot (first catch-up of this object only)."""
-        snapshot = snapshots.load_newest(plog)
-        if snapshot is None:
-            return
-        try:
-            state = coordinator_snapshot.restore(snapshot)
-        except CorruptRecordError as problem:
-            logger.warning(
-                "coordinator snapshot at %d unusable, replaying the state log: %s",
-                snapshot.end_offset,
-                problem,
-            )
-            return
-        self._state, self._applied = state, snapshot.end_offset
-        self._snapshot_offset = self.started_from_snapshot = snapshot.end_offset
+        loaded = snapshots.load_restored(plog, coordinator_snapshot.restore)
+        if loaded is not None:
+            self._state, self._applied = loaded
+            self._snapshot_offset = self.started_from_snapshot = self._applied
 
     def _maybe_snapshot(self) -> None:
         """Snapshot the state (held under the lock, caught up to ``_applied``) when the state

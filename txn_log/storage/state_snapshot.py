@@ -43,19 +43,21 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import TypeVar
 
 import crc32c
 
-from txn_log.errors import CorruptSnapshotError, OffsetOutOfRangeError
+from txn_log.errors import CorruptRecordError, CorruptSnapshotError, OffsetOutOfRangeError
 from txn_log.storage.durable_file import is_temp_name, write_durably
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_snapshot import CRC_START, HEADER, check_header
 
 logger = logging.getLogger(__name__)
+_S = TypeVar("_S")
 
 STATE_SNAPSHOT_VERSION = 1
 STATE_SNAPSHOT_SUFFIX = ".state-snapshot"
@@ -268,6 +270,25 @@ class StateSnapshotDir:
                 return snapshot
             logger.warning("ignoring state snapshot %s: %s", self.path_of(end_offset), mismatch)
         return None
+
+    def load_restored(
+        self, reader: PartitionReader, restore: Callable[[StateSnapshot], _S]
+    ) -> tuple[_S, int] | None:
+        """``(restore(newest valid snapshot), its end offset)``, or None to replay the log from
+        its start: no usable snapshot, or one whose records do not restore (CorruptRecordError,
+        logged). The one loading step of every owner of a state snapshot."""
+        snapshot = self.load_newest(reader)
+        if snapshot is None:
+            return None
+        try:
+            return restore(snapshot), snapshot.end_offset
+        except CorruptRecordError as problem:
+            logger.warning(
+                "%s unusable, replaying the log from its start: %s",
+                self.path_of(snapshot.end_offset),
+                problem,
+            )
+            return None
 
     def write(
         self,
