@@ -19,6 +19,7 @@ and raises the engine's typed errors, which carry Kafka's codes (``broker.error_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from txn_log import TopicPartition
@@ -123,26 +124,23 @@ def _exists(broker: Broker, tp: TopicPartition) -> bool:
     return True
 
 
-def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Plain:
+def _transaction_call(request: Request, call: Callable[..., object], last: str) -> Plain:
+    """A coordinator call on the request's transactional id, producer id and epoch, plus the
+    field ``last``; its error as the request version's Kafka code."""
     body = request.body
     try:
-        broker.log.coordinator.add_offsets(
-            body["transactional_id"], body["producer_id"], body["producer_epoch"], body["group_id"]
-        )
+        call(body["transactional_id"], body["producer_id"], body["producer_epoch"], body[last])
     except TxnLogError as error:
         return {"error_code": _code(error, request)}
     return {"error_code": 0}
+
+
+def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Plain:
+    return _transaction_call(request, broker.log.coordinator.add_offsets, "group_id")
 
 
 def handle_end_txn(broker: Broker, request: Request) -> Plain:
-    body = request.body
-    try:
-        broker.log.coordinator.end_txn(
-            body["transactional_id"], body["producer_id"], body["producer_epoch"], body["committed"]
-        )
-    except TxnLogError as error:
-        return {"error_code": _code(error, request)}
-    return {"error_code": 0}
+    return _transaction_call(request, broker.log.coordinator.end_txn, "committed")
 
 
 def handle_txn_offset_commit(broker: Broker, request: Request) -> Plain:
