@@ -49,7 +49,7 @@ class GroupLag:
 @dataclass(frozen=True)
 class LogMetrics:
     partitions: tuple[PartitionMetrics, ...]
-    transactional_ids: dict[str, int]  # TransactionState name -> count
+    transactional_ids: dict[str, int] | None  # state name -> count; None: coordinator busy
     groups: tuple[GroupLag, ...]
 
 
@@ -79,7 +79,8 @@ def collect(log: Log) -> LogMetrics:
                 lso[tp] = metrics.last_stable_offset
         except UnknownTopicOrPartitionError:
             continue  # deleted while we looked
-    states = Counter(md.state.name for md in log.coordinator.transactions())
+    observed = log.coordinator.observe_transactions()  # never waits for a writer
+    states = None if observed is None else Counter(md.state.name for md in observed)
     groups = [
         GroupLag(
             group,
@@ -92,7 +93,8 @@ def collect(log: Log) -> LogMetrics:
         for tp, committed in sorted(offsets.items())
         if tp in lso
     ]
-    return LogMetrics(tuple(partitions), dict(sorted(states.items())), tuple(groups))
+    counts = None if states is None else dict(sorted(states.items()))
+    return LogMetrics(tuple(partitions), counts, tuple(groups))
 
 
 def _labels(**labels: object) -> str:
@@ -123,8 +125,13 @@ def render_prometheus(metrics: LogMetrics) -> str:
     name = f"{PREFIX}_transactional_ids"
     lines += [f"# HELP {name} Transactional ids the coordinator holds, by state (MET-03).",
               f"# TYPE {name} gauge"]  # fmt: skip
-    for state, count in metrics.transactional_ids.items():
+    for state, count in (metrics.transactional_ids or {}).items():
         lines.append(f"{name}{_labels(state=state)} {count}")
+    name = f"{PREFIX}_coordinator_busy"
+    lines += [f"# HELP {name} 1 when this scrape could not read the coordinator (held by a "
+              "thread of the server); its figures are then left out.",
+              f"# TYPE {name} gauge",
+              f"{name} {int(metrics.transactional_ids is None)}"]  # fmt: skip
     name = f"{PREFIX}_group_read_committed_lag"
     lines += [f"# HELP {name} Last stable offset minus the committed offset (MET-05).",
               f"# TYPE {name} gauge"]  # fmt: skip

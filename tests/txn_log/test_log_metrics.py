@@ -75,6 +75,7 @@ def test_the_prometheus_text_carries_each_metric_with_its_labels(tmp_path: Path)
     assert 'txnlog_transactional_ids{state="ONGOING"} 1' in lines
     assert 'txnlog_group_read_committed_lag{group="g",topic="t",partition="0"} 2' in lines
     assert "# TYPE txnlog_group_read_committed_lag gauge" in lines
+    assert "txnlog_coordinator_busy 0" in lines  # the coordinator was read for this scrape
     samples = [line for line in lines if line and not line.startswith("#")]
     assert all(line.rsplit(" ", 1)[1].isdigit() for line in samples)
 

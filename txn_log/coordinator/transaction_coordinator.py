@@ -538,6 +538,23 @@ class TransactionCoordinator:
                 md for tid in state.transactional_ids() if (md := state.metadata(tid)) is not None
             ]
 
+    def observe_transactions(self) -> list[TransactionMetadata] | None:
+        """``transactions()`` for monitoring (MET-03): read as a reader reads, never waiting.
+        It catches up on the state log without the coordinator's file lock and completes
+        nothing (a process frozen holding that lock must not hide the stuck transaction it
+        causes). None when another thread of this process holds the coordinator (it may be
+        waiting for such a process): the caller reports the figure as unavailable."""
+        if not self._mutex.acquire(blocking=False):
+            return None
+        try:
+            self._catch_up()
+            state = self._state
+            return [
+                md for tid in state.transactional_ids() if (md := state.metadata(tid)) is not None
+            ]
+        finally:
+            self._mutex.release()
+
     def abort_transaction(self, transactional_id: str) -> bool:
         """Fence and abort an open transaction (as a timeout would, C-25); False if none."""
         with self._locked() as state:

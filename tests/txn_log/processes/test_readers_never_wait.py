@@ -138,3 +138,37 @@ def test_a_reader_thread_does_not_wait_for_a_writer_thread_queued_behind_a_froze
             worker.kill()
             worker.wait()
         log.close()
+
+
+def test_metrics_do_not_wait_on_a_writer_stopped_inside_a_commit(tmp_path: Path) -> None:
+    """MET-01..03, MET-05: the metrics (``txnlog metrics``, ``txnlog serve --metrics-port``)
+    are readers too: a process frozen holding the coordinator's lock after its PREPARE_COMMIT
+    must not stop an operator from seeing the stuck LSO it causes."""
+    from txn_log.log_metrics import collect
+
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("t", 1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLOG_CRASH_")}
+    env.update(TXNLOG_CRASH_POINT="txn.after_prepare", TXNLOG_CRASH_SIGNAL="STOP")
+    worker = subprocess.Popen(
+        [
+            sys.executable, "-m", "tests.txn_log.processes.txn_workers",
+            "txn", str(log_dir), "frozen", "commit", "t", "0:3", "g", "{}",
+        ],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    reader = Log.open(log_dir)
+    try:
+        _wait_stopped(worker)
+        done, metrics = _finishes(lambda: collect(reader))
+        assert done, "collecting the metrics waited on the frozen writer"
+        (t0,) = [p for p in metrics.partitions if p.topic == "t"]  # type: ignore[union-attr]
+        assert (t0.last_stable_offset, t0.high_watermark) == (0, 3)  # held by the prepared txn
+        worker.send_signal(signal.SIGCONT)
+        assert worker.wait(timeout=STOP_WAIT_S) == 0, worker.stderr.read() if worker.stderr else ""
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        reader.close()
