@@ -35,23 +35,30 @@ VALID_PATHS = (
 
 
 def normalize_options(
-    options: Mapping[str, object], known: Sequence[str], *, role: str
+    options: Mapping[str, object], known: Sequence[str], *, role: str, prefix: str | None = None
 ) -> dict[str, str]:
     """Canonical option name (as spelled in ``known``) -> value as a string.
 
-    ``role`` ("source" or "sink") names the refuser. Raises ConfigError naming every unknown
-    option and every valid one.
+    ``role`` ("source" or "sink") names the refuser. Names starting with ``prefix`` (any case;
+    ``kafka.``: the Kafka client's settings, ``location``) are kept, lower-cased, for the
+    caller to check. Raises ConfigError naming every unknown option and every valid one.
     """
     by_lower = {name.lower(): name for name in known}
+    if prefix is not None:
+        by_lower.update({k.lower(): k.lower() for k in options if k.lower().startswith(prefix)})
     unknown = [key for key in options if key.lower() not in by_lower]
     if unknown:
         names = ", ".join(map(repr, unknown))
         raise ConfigError(
             f"unknown option{'s' if len(unknown) > 1 else ''} {names} for the txnlog {role} "
             f"(an unknown txnlog {role} option is refused, so that a typo never silently means "
-            f"the default); valid options are {', '.join(known)} (case-insensitive)"
+            f"the default); valid options are {', '.join(known)}{_also(prefix)} (case-insensitive)"
         )
     return {by_lower[key.lower()]: str(value) for key, value in options.items()}
+
+
+def _also(prefix: str | None) -> str:
+    return "" if prefix is None else f" and any {prefix}<name> (a Kafka client setting)"
 
 
 def resolve_log_path(value: object, *, usage: str) -> str:
