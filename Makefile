@@ -8,7 +8,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP        := 127.0.0.1
 
-.PHONY: setup demo test test-all faults lint bench bench-history longrun soak clean
+.PHONY: setup demo demo-kafka test test-all faults lint bench bench-history longrun soak clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ $(STAMP): pyproject.toml
 ## demo: set up, then run the main job
 demo: setup
 	$(PY) -m demo.main_job
+
+## demo-kafka: the main job in Kafka mode, the query talking to a `txnlog serve` through
+## kafka.bootstrap.servers (confluent-kafka) as it would to any Kafka cluster
+demo-kafka: setup
+	$(PY) -m demo.main_job --kafka
 
 ## test: set up, then run every suite but the slow ones (unit, process, Spark, fast faults)
 test: setup

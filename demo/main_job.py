@@ -9,7 +9,13 @@ killed part-way and restarted.
 4. Restart the query from the checkpoint (Trigger.AvailableNow) once the workload is done.
 5. Verify and print the report; exit 1 unless exactly-once holds.
 
-    python -m demo.main_job [--transactions N] [--per-transaction N] [--keep DIR]
+With ``--kafka`` (``make demo-kafka``) the same job runs in Kafka mode: a ``txnlog serve`` of the
+log directory is started on 127.0.0.1, and the query's source and sink reach it only through
+``kafka.bootstrap.servers`` (confluent-kafka), as they would any Kafka cluster; the report also
+reads the output back with a confluent-kafka read_committed consumer. The workload still writes
+the directory directly (the server is one more peer of it).
+
+    python -m demo.main_job [--kafka] [--transactions N] [--per-transaction N] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -20,19 +26,20 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
-from commit_protocol.embedded import EmbeddedBackend
-from demo.pipeline import create_topics, kill_group, progress_totals, spawn, verify
+from demo.pipeline import create_topics, kill_group, progress_totals, sink_backend, spawn, verify
+from demo.served import start_serve
 from txn_log.log import Log
 
 
-def wait_for_batches(log_dir: Path, count: int, timeout_s: float) -> int:
+def wait_for_batches(log_dir: Path, count: int, timeout_s: float, bootstrap: str | None) -> int:
     """Wait until the sink's ledger shows ``count`` committed micro-batches."""
     deadline = time.monotonic() + timeout_s
     committed = 0
     while time.monotonic() < deadline:
-        ledgers = EmbeddedBackend(Log.open(log_dir, read_only=True)).ledgers()
+        ledgers = sink_backend(Log.open(log_dir, read_only=True), bootstrap).ledgers()
         committed = max((entry.batch_id + 1 for entry in ledgers), default=0)
         if committed >= count:
             break
@@ -40,13 +47,28 @@ def wait_for_batches(log_dir: Path, count: int, timeout_s: float) -> int:
     return committed
 
 
-def run(work: Path, transactions: int, per_txn: int, seed: int) -> int:
-    log_dir, checkpoint = work / "log", work / "checkpoint"
+def run(work: Path, transactions: int, per_txn: int, seed: int, kafka: bool = False) -> int:
+    log_dir = work / "log"
     create_topics(log_dir)
+    if not kafka:
+        return run_job(work, transactions, per_txn, seed, None)
+    with ExitStack() as stack:
+        errors = stack.enter_context(open(work / "serve.err", "w"))
+        server = start_serve(log_dir, stderr=errors)
+        stack.callback(server.stop)
+        print(f"Kafka mode: {server.banner[0]}")
+        return run_job(work, transactions, per_txn, seed, server.bootstrap)
+
+
+def run_job(work: Path, transactions: int, per_txn: int, seed: int, bootstrap: str | None) -> int:
+    log_dir, checkpoint = work / "log", work / "checkpoint"
+    kafka = (bootstrap,) if bootstrap else ()
     started = time.monotonic()
     workload = spawn("workload", log_dir, transactions, per_txn, seed, 4.0, 3, "orders-writer")
-    driver = spawn("query", log_dir, checkpoint, "continuous", per_txn * 4, new_session=True)
-    batches_before_kill = wait_for_batches(log_dir, 3, timeout_s=180)
+    driver = spawn(
+        "query", log_dir, checkpoint, "continuous", per_txn * 4, *kafka, new_session=True
+    )
+    batches_before_kill = wait_for_batches(log_dir, 3, 180, bootstrap)
     kill_group(driver)
     print(
         f"killed the driver (SIGKILL to its process group) after {batches_before_kill} "
@@ -56,14 +78,14 @@ def run(work: Path, transactions: int, per_txn: int, seed: int) -> int:
     if workload.returncode != 0:
         print(f"the workload failed:\n{err}", file=sys.stderr)
         return 1
-    restarted = spawn("query", log_dir, checkpoint, "available-now", per_txn * 4)
+    restarted = spawn("query", log_dir, checkpoint, "available-now", per_txn * 4, *kafka)
     out, err = restarted.communicate(timeout=600)
     if restarted.returncode != 0:
         print(f"the restarted query failed:\n{err[-4000:]}", file=sys.stderr)
         return 1
     elapsed = time.monotonic() - started
-    report = verify(log_dir)
-    print_report(report.as_dict(), elapsed, log_dir, catch_up=progress_of(out))
+    report = verify(log_dir, bootstrap)
+    print_report(report.as_dict(), elapsed, log_dir, progress_of(out), bootstrap)
     return 0 if report.exactly_once else 1
 
 
@@ -77,7 +99,11 @@ def progress_of(driver_output: str) -> dict[str, int]:
 
 
 def print_report(
-    report: dict[str, object], elapsed: float, log_dir: Path, catch_up: dict[str, int]
+    report: dict[str, object],
+    elapsed: float,
+    log_dir: Path,
+    catch_up: dict[str, int],
+    bootstrap: str | None = None,
 ) -> None:
     records_out = int(report["records_out"])  # type: ignore[call-overload]
     trigger_s, first_s = catch_up["trigger_ms"] / 1000, catch_up["first_trigger_ms"] / 1000
@@ -103,7 +129,7 @@ def print_report(
     ]
     print("\n".join(f"{name:<28} {value}" for name, value in lines))
     log = Log.open(log_dir, read_only=True)
-    ledgers = EmbeddedBackend(log).ledgers()
+    ledgers = sink_backend(log, bootstrap).ledgers()
     if ledgers:
         group = ledgers[-1].group_id
         committed = log.committed(group, log.partitions("orders")) if group else {}
@@ -118,11 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-transaction", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", type=Path, default=None, help="work in DIR and keep it")
+    parser.add_argument(
+        "--kafka", action="store_true", help="run against a txnlog serve (Kafka mode)"
+    )
     args = parser.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="txnlog-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return run(work, args.transactions, args.per_transaction, args.seed)
+        return run(work, args.transactions, args.per_transaction, args.seed, args.kafka)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

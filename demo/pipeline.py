@@ -26,11 +26,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from commit_protocol.backend import LogBackend
 from commit_protocol.embedded import EmbeddedBackend
 from commit_protocol.messages import LedgerEntry
 from demo.spark_session import local_session
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
+from txn_sink.options import SinkOptions
+from txn_sink.topics import open_backend
 
 INPUT, OUTPUT = "orders", "orders_clean"
 # The output topic is narrower than the input, so the rows of one input partition (one task)
@@ -98,12 +101,18 @@ def run_workload(
 # --- the ETL query (a Spark driver) ---------------------------------------------------------------
 
 
-def run_query(log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) -> None:
+def run_query(
+    log_dir: Path,
+    checkpoint: Path,
+    mode: str,
+    max_per_trigger: int,
+    bootstrap: str | None = None,
+) -> None:
     """The streaming ETL in a Spark driver of its own, until it ends (or is killed)."""
     spark = local_session(
         "txnlog-etl", "local[2,3]", **{"spark.sql.streaming.numRecentProgressUpdates": "10000"}
     )
-    query = start_etl(spark, log_dir, checkpoint, mode, max_per_trigger)
+    query = start_etl(spark, log_dir, checkpoint, mode, max_per_trigger, bootstrap)
     print(json.dumps({"query_id": str(query.id)}), flush=True)
     query.awaitTermination()
     print(json.dumps({"progress": progress_totals(query.recentProgress)}), flush=True)
@@ -123,17 +132,25 @@ def progress_totals(progress: list[Any]) -> dict[str, int]:
     }
 
 
-def start_etl(spark: Any, log_dir: Path, checkpoint: Path, mode: str, max_per_trigger: int) -> Any:
+def start_etl(
+    spark: Any,
+    log_dir: Path,
+    checkpoint: Path,
+    mode: str,
+    max_per_trigger: int,
+    bootstrap: str | None = None,
+) -> Any:
     """Start the streaming ETL ``orders`` → upper-case values → ``orders_clean``: ``mode``
     "continuous" (micro-batches every 0.2 s until stopped) or "available-now" (everything
-    committed so far, then the query ends)."""
-    source = (
+    committed so far, then the query ends). With ``bootstrap`` (Kafka mode) the source and the
+    sink talk to that Kafka cluster (``txnlog serve`` of ``log_dir``) instead of the files."""
+    reader = (
         spark.readStream.format("txnlog")
         .option("subscribe", INPUT)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_per_trigger))
-        .load(str(log_dir))
     )
+    source = reader.load(str(log_dir)) if bootstrap is None else _kafka(reader, bootstrap).load()
     writer = (
         source.selectExpr("key", "upper(CAST(value AS STRING)) AS value")
         .writeStream.format("txnlog")
@@ -144,7 +161,18 @@ def start_etl(spark: Any, log_dir: Path, checkpoint: Path, mode: str, max_per_tr
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime="200 milliseconds")
-    return writer.start(str(log_dir))
+    return writer.start(str(log_dir)) if bootstrap is None else _kafka(writer, bootstrap).start()
+
+
+def _kafka(builder: Any, bootstrap: str) -> Any:
+    return builder.option("kafka.bootstrap.servers", bootstrap)
+
+
+def sink_backend(log: Log, bootstrap: str | None) -> LogBackend:
+    """The sink's backend: the log's own ledger, or (Kafka mode) the cluster's ledger topic."""
+    if bootstrap is None:
+        return EmbeddedBackend(log)
+    return open_backend(SinkOptions.parse({"kafka.bootstrap.servers": bootstrap}))
 
 
 def spawn(
@@ -209,10 +237,54 @@ def read_all(log: Log, topic: str, isolation: str) -> dict[TopicPartition, list[
     }
 
 
-def verify(log_dir: Path) -> Report:
-    """Output = transformed committed input, exactly once, per-key order kept."""
+def verify(log_dir: Path, bootstrap: str | None = None) -> Report:
+    """Output = transformed committed input, exactly once, per-key order kept. In Kafka mode
+    (``bootstrap``: a ``txnlog serve`` of ``log_dir``) the ledger is the cluster's, and the
+    output read by a confluent-kafka read_committed consumer must equal the files' own."""
     with Log.open(log_dir) as log:
-        return _verify(log)
+        report = _verify(log, sink_backend(log, bootstrap))
+        if bootstrap is not None:
+            files = read_all(log, OUTPUT, "read_committed")
+            wire = read_all_kafka(bootstrap, OUTPUT, list(files))
+            if wire != files:
+                report.problems.append("a Kafka read_committed consumer read other output")
+        return report
+
+
+def read_all_kafka(
+    bootstrap: str, topic: str, partitions: list[TopicPartition]
+) -> dict[TopicPartition, list[tuple[Any, ...]]]:
+    """``read_all`` through confluent-kafka: an assigned read_committed consumer per partition
+    reads ``partitions`` from their start until librdkafka reports their end (the LSO)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "txnlog-demo-verify",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    found: dict[TopicPartition, list[tuple[Any, ...]]] = {tp: [] for tp in partitions}
+    try:
+        consumer.assign([KafkaPartition(topic, tp.partition, 0) for tp in partitions])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(at_end) < len(partitions) and time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=1.0):
+                if message.error():
+                    if message.error().code() == -191:  # _PARTITION_EOF
+                        at_end.add(message.partition())
+                        continue
+                    raise RuntimeError(f"reading {topic}: {message.error()}")
+                tp = TopicPartition(topic, message.partition())
+                found[tp].append((message.key(), message.value(), message.offset()))
+    finally:
+        consumer.close()
+    return found
 
 
 def verify_so_far(log_dir: Path) -> Report:
@@ -245,14 +317,14 @@ def _compare(
     report.order_violations = order_violations(committed_in, out)
 
 
-def _verify(log: Log) -> Report:
+def _verify(log: Log, backend: LogBackend) -> Report:
     report = Report()
     committed_in = read_all(log, INPUT, "read_committed")
     all_in = read_all(log, INPUT, "read_uncommitted")
     out = read_all(log, OUTPUT, "read_committed")
     _compare(report, committed_in, out)
     report.aborted_skipped = sum(map(len, all_in.values())) - report.records_in
-    ledgers = EmbeddedBackend(log).ledgers()
+    ledgers = backend.ledgers()
     report.micro_batches = sum(entry.batch_id + 1 for entry in ledgers)
     report.group_offsets_match = group_offsets_match(log, ledgers)
     report.lso_at_log_end = all(
@@ -339,10 +411,10 @@ def main(argv: list[str] | None = None) -> None:
             float(pause[0]) if pause else 0.0,
         )
     elif args.role == "query":
-        log_dir, checkpoint, mode, max_per_trigger = args.args
-        run_query(Path(log_dir), Path(checkpoint), mode, int(max_per_trigger))
+        log_dir, checkpoint, mode, max_per_trigger, *bootstrap = args.args
+        run_query(Path(log_dir), Path(checkpoint), mode, int(max_per_trigger), *bootstrap[:1])
     else:
-        print(json.dumps(verify(Path(args.args[0])).as_dict()))
+        print(json.dumps(verify(Path(args.args[0]), *args.args[1:2]).as_dict()))
 
 
 if __name__ == "__main__":
