@@ -156,10 +156,20 @@ class KafkaView:
         return self._watermarks(self._uncommitted, topic_partition)[1]
 
     def for_timestamp(self, topic_partition: TopicPartition, timestamp_ms: int) -> int | None:
-        tp = topic_partition
+        """First offset with a timestamp ≥ ``timestamp_ms``, capped at the readable end (T-17,
+        as the embedded consumer): a broker answers "none" under read_committed when the
+        first such record lies at or past the LSO, so that case is asked again at
+        read_uncommitted and answered with the LSO. None when every record is older."""
+        found = self._offset_for_times(self._consumer, topic_partition, timestamp_ms)
+        if found is not None or self._uncommitted is self._consumer:
+            return found
+        past_lso = self._offset_for_times(self._uncommitted, topic_partition, timestamp_ms)
+        return None if past_lso is None else self.latest(topic_partition)
+
+    def _offset_for_times(self, consumer: Any, tp: TopicPartition, timestamp_ms: int) -> int | None:
         found = call(
             f"offsets_for_times of {tp} at {timestamp_ms} in {self.cluster.describe()}",
-            lambda: self._consumer.offsets_for_times(
+            lambda: consumer.offsets_for_times(
                 [KafkaTopicPartition(tp.topic, tp.partition, timestamp_ms)],
                 timeout=DRIVER_TIMEOUT_S,
             ),
