@@ -56,11 +56,12 @@ def read_all(tasks: list[object]) -> list[bytes]:
     return out
 
 
-def test_offsets_at_each_isolation_level_are_the_embedded_views(
+def test_b07_t17_offsets_at_each_isolation_level_are_the_embedded_views(
     served: ServeProcess, log: Log, topic: str
 ) -> None:
     """B-07 through the wire: latest is the LSO under read_committed, the high watermark under
-    read_uncommitted; earliest, log end and timestamps agree with ``LogView`` on the same log."""
+    read_uncommitted; earliest, log end and timestamps (T-17: capped at the LSO) agree with
+    ``LogView`` on the same log."""
     log.create_topic(topic, partitions=2)
     producer = log.producer("ts")
     producer.init_transactions()
@@ -110,9 +111,11 @@ def test_partitions_from_the_cluster_metadata(served: ServeProcess, log: Log, to
         assert kafka.exists(TopicPartition(topic, 2)) and not kafka.exists(TopicPartition(topic, 3))
 
 
-def test_stream_planning_holds_back_at_an_open_transaction_and_skips_aborted_ones(
+def test_b05_stream_planning_holds_back_at_an_open_transaction_and_skips_aborted_ones(
     served: ServeProcess, log: Log, topic: str
 ) -> None:
+    """B-05: a micro-batch ends at the LSO, the first offset of the open transaction, and
+    moves on only when it ends; the aborted record is planned over but never read."""
     log.create_topic(topic, partitions=1)
     tp = TopicPartition(topic, 0)
     send(log, topic, [b"c1", b"c2"])  # 0, 1, marker 2
