@@ -15,7 +15,9 @@ A position that stops moving below ``end`` for ``poll_timeout_ms`` is data loss 
 longer holds the offsets (start moved past them, or the log ends before ``end``: truncation, a
 re-created topic), reported by ``data_loss`` as in embedded mode; otherwise a
 ``KafkaClientError`` naming the topic, partition and offset. Memory stays bounded by one output
-batch (``MAX_ROWS_PER_BATCH``) plus one consume call (``CONSUME_BATCH`` records).
+batch (``MAX_ROWS_PER_BATCH``) plus one consume call (``CONSUME_BATCH`` records). Records are
+turned into columns a consume call at a time (list comprehensions over confluent-kafka's
+messages), not record by record.
 
 confluent-kafka is imported only when a task reads, so planning a log directory never needs it.
 """
@@ -145,12 +147,23 @@ class _PartitionRead:
         while position < p.end:
             wait = max(0.0, min(POLL_S, deadline - time.monotonic()))
             moved_from = position
+            taken: list[Any] = []
             for message in self._next_messages(wait):
-                position = self._handle(message, position)
-                if position >= p.end:
-                    break
-                if self.rows.count >= MAX_ROWS_PER_BATCH:
-                    yield self.rows.flush(self.tp)
+                if message.error() is None:
+                    offset = message.offset()
+                    if offset >= p.end:  # the position passed the end: dropped
+                        position = max(position, offset)
+                        break
+                    taken.append(message)
+                    position = offset + 1
+                else:
+                    position = self._handle_error(message.error(), message.offset(), position)
+                    if position < 0 or position >= p.end:
+                        break
+            self.rows.extend(taken)
+            self.records += len(taken)
+            if self.rows.count >= MAX_ROWS_PER_BATCH:
+                yield from self.rows.flush(self.tp)
             if position < 0:  # the partition is gone, reported
                 break
             if position != moved_from:
@@ -161,7 +174,7 @@ class _PartitionRead:
                     break
                 deadline = time.monotonic() + p.poll_timeout_ms / 1000
         if self.rows.count:
-            yield self.rows.flush(self.tp)
+            yield from self.rows.flush(self.tp)
         stats = ReadStats(records=self.records)
         report_read(p.cluster.describe(), self.tp, kept.start, p.end, stats)
 
@@ -173,23 +186,15 @@ class _PartitionRead:
             return []
         return [first, *self.consumer.consume(num_messages=CONSUME_BATCH, timeout=0)]
 
-    def _handle(self, message: Any, position: int) -> int:
-        """The position after ``message``; -1 when the partition is gone."""
+    def _handle_error(self, error: Any, offset: int, position: int) -> int:
+        """The position after an error event at ``offset``; -1 when the partition is gone."""
         from confluent_kafka import KafkaError
 
         from txn_source.kafka_view import UNKNOWN_PARTITION_CODES
 
-        error = message.error()
-        if error is None:
-            offset = int(message.offset())
-            if offset >= self.p.end:
-                return max(position, offset)  # past the range: dropped
-            self.rows.add(message)
-            self.records += 1
-            return offset + 1
         code = error.code()
-        if code == KafkaError._PARTITION_EOF:
-            return max(position, int(message.offset()))
+        if code == KafkaError._PARTITION_EOF:  # offset: the fetch position, past markers
+            return max(position, int(offset))
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             return self._out_of_range(position)
         if code in UNKNOWN_PARTITION_CODES:
@@ -255,19 +260,23 @@ class _Rows:
     def count(self) -> int:
         return len(self.offsets)
 
-    def add(self, message: Any) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
-        self.offsets.append(int(message.offset()))
-        kind, timestamp_ms = message.timestamp()
-        self.timestamps_us.append(int(timestamp_ms) * 1000)
-        self.timestamp_types.append(_TIMESTAMP_TYPES.get(kind, -1))
+    def extend(self, messages: list[Any]) -> None:
+        """Add ``messages`` (records, no error events), column by column."""
+        if not messages:
+            return
+        self.keys += [m.key() for m in messages]
+        self.values += [m.value() for m in messages]
+        self.offsets += [m.offset() for m in messages]
+        stamps = [m.timestamp() for m in messages]
+        self.timestamps_us += [ms * 1000 for _, ms in stamps]
+        self.timestamp_types += [_TIMESTAMP_TYPES.get(kind, -1) for kind, _ in stamps]
         if self.include_headers:
-            self.headers.append(
-                [{"key": key, "value": value} for key, value in message.headers() or ()]
-            )
+            self.headers += [
+                [{"key": k, "value": v} for k, v in m.headers() or ()] for m in messages
+            ]
 
-    def flush(self, tp: TopicPartition) -> Any:
+    def flush(self, tp: TopicPartition) -> list[Any]:
+        """Every row held, as batches of at most ``MAX_ROWS_PER_BATCH`` rows."""
         import pyarrow as pa
 
         from txn_source.schema import arrow_kafka_schema
@@ -286,4 +295,6 @@ class _Rows:
         if self.include_headers:
             columns.append(pa.array(self.headers, schema.field("headers").type))
         self._clear()
-        return pa.RecordBatch.from_arrays(columns, schema=schema)
+        batch = pa.RecordBatch.from_arrays(columns, schema=schema)
+        size = MAX_ROWS_PER_BATCH
+        return [batch.slice(i, size) for i in range(0, n, size)]
