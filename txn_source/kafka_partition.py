@@ -14,10 +14,12 @@ record at or past ``end`` also proves the position passed it, and is dropped.
 A position that stops moving below ``end`` for ``poll_timeout_ms`` is data loss when the log no
 longer holds the offsets (start moved past them, or the log ends before ``end``: truncation, a
 re-created topic), reported by ``data_loss`` as in embedded mode; otherwise a
-``KafkaClientError`` naming the topic, partition and offset. Memory stays bounded by one output
-batch (``MAX_ROWS_PER_BATCH``) plus one consume call (``CONSUME_BATCH`` records). Records are
-turned into columns a consume call at a time (list comprehensions over confluent-kafka's
-messages), not record by record.
+``KafkaClientError`` naming the topic, partition and offset: the range reaches into a
+transaction still open (planning never does that: B-05), or the records never came.
+
+Memory stays bounded by one output batch (``MAX_ROWS_PER_BATCH``) plus one consume call
+(``CONSUME_BATCH`` records). Records are turned into columns a consume call at a time (list
+comprehensions over confluent-kafka's messages), not record by record.
 
 confluent-kafka is imported only when a task reads, so planning a log directory never needs it.
 """
@@ -120,10 +122,13 @@ class _PartitionRead:
         return int(low), int(high)
 
     def _readable(self, start: int) -> OffsetRange | None:
-        """What is left of ``[start, end)`` in the log now (``data_loss``); None when the
-        partition is gone."""
+        """What is left of ``[start, end)`` in the log now (``data_loss``: from the log start
+        to the high watermark, whatever the isolation level); None when the partition is
+        gone."""
         try:
             low, high = self._watermarks()
+            if high < self.p.end and self.p.isolation_level != "read_uncommitted":
+                high = self._log_end()  # past the LSO: held back by an open transaction?
         except UnknownTopicOrPartitionError:
             report_partition_gone(self.p.fail_on_data_loss, self.tp, start, self.p.end)
             return None
@@ -223,22 +228,59 @@ class _PartitionRead:
         return kept.start
 
     def _stuck(self, position: int) -> int:
-        """The position has not moved for ``poll_timeout_ms``: data loss when the log no
+        """The position has not moved for ``poll_timeout_ms``. Data loss when the log no
         longer holds ``[position, end)`` (reported; then the position to go on from, or -1 when
-        nothing is left), else KafkaClientError: the records are there but never came."""
+        nothing is left); KafkaClientError when the range reaches into a transaction still
+        open (never planned so: B-05) or when the records are there but never came."""
         from txn_source.kafka_view import KafkaClientError
 
+        try:
+            low, readable_end = self._watermarks()
+            log_end = self._log_end()
+        except UnknownTopicOrPartitionError:
+            report_partition_gone(self.p.fail_on_data_loss, self.tp, position, self.p.end)
+            return -1
+        where = f"reading {self.tp} of {self.p.cluster.describe()}: the consumer's position"
+        if low <= position and readable_end < self.p.end <= log_end:
+            raise KafkaClientError(
+                f"{where} stopped at offset {position}, below the planned end {self.p.end}: "
+                f"the offsets from the last stable offset {readable_end} on belong to a "
+                "transaction still open, which read_committed never reads (B-05); plan the "
+                "range from the source's offsets (latest is the last stable offset), or read "
+                "with isolation.level=read_uncommitted"
+            )
         kept = self._readable(position)
         if kept is None or kept.end <= position:
             return -1  # reported: the rest of the range is gone
         if kept.start > position:
             return self._out_of_range(position)
         raise KafkaClientError(
-            f"reading {self.tp} of {self.p.cluster.describe()}: the consumer's position stayed "
-            f"at offset {position} for kafkaConsumer.pollTimeoutMs={self.p.poll_timeout_ms} ms, "
-            f"below the planned end {self.p.end}, though the log holds those offsets; check "
-            "that the cluster is reachable, or raise kafkaConsumer.pollTimeoutMs"
+            f"{where} stayed at offset {position} for kafkaConsumer.pollTimeoutMs="
+            f"{self.p.poll_timeout_ms} ms, below the planned end {self.p.end}, though the log "
+            "holds those offsets; check that the cluster is reachable, or raise "
+            "kafkaConsumer.pollTimeoutMs"
         )
+
+    def _log_end(self) -> int:
+        """The high watermark, from a read_uncommitted consumer (this one's is the LSO)."""
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        from txn_source.kafka_view import call, consumer_config
+
+        p = self.p
+        config = consumer_config(p.cluster, IsolationLevel.READ_UNCOMMITTED, "executor")
+        consumer = Consumer(config)
+        try:
+            _, high = call(
+                f"ListOffsets of {self.tp} in {p.cluster.describe()}",
+                lambda: consumer.get_watermark_offsets(
+                    KafkaTopicPartition(p.topic, p.partition), timeout=p.poll_timeout_ms / 1000
+                ),
+            )
+        finally:
+            consumer.close()
+        return int(high)
 
 
 class _Rows:

@@ -28,6 +28,7 @@ from txn_log.read_committed import IsolationLevel
 from txn_log.topic_partition import TopicPartition
 from txn_source import kafka_partition
 from txn_source.kafka_partition import KafkaInputPartition, read_kafka_partition
+from txn_source.kafka_view import KafkaClientError
 from txn_source.log_view import LogView
 from txn_source.partition import TxnLogInputPartition, read_partition
 from txn_source.schema import arrow_kafka_schema
@@ -182,3 +183,16 @@ def test_a_deleted_topic_is_data_loss(served: ServeProcess, log: Log, shrinking:
     with pytest.raises(OffsetOutOfRangeError, match=rf"{shrinking}-0 is gone"):
         read(planned)
     assert read(dataclasses.replace(planned, fail_on_data_loss=False)) == []
+
+
+def test_a_range_reaching_into_an_open_transaction_fails_naming_the_offset_after_the_timeout(
+    served: ServeProcess, gapped: str
+) -> None:
+    """B-05: never planned (the source plans up to the LSO), but a task that asks for it does
+    not hang: its position stops at the LSO, and after kafkaConsumer.pollTimeoutMs the task
+    fails naming the partition and offset, not as data loss."""
+    reaching = task(served, gapped, 0, 12, poll_timeout_ms=1500)
+    with pytest.raises(
+        KafkaClientError, match=rf"{gapped}-0 .*stopped at offset 10, below the planned end 12"
+    ):
+        read(reaching)
