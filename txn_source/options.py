@@ -7,7 +7,7 @@ Names, defaults and meanings are those of Spark's Kafka source (case-insensitive
     kafka.bootstrap.servers       instead of a path: read a Kafka cluster (Kafka mode, issue
                                   16); every other kafka.<name> option goes to its consumers
                                   (``datasource_options.location``), but those the source
-                                  decides itself (``REFUSED_KAFKA_OPTIONS``)
+                                  decides itself (``kafka_options.REFUSED_KAFKA_OPTIONS``)
     kafkaConsumer.pollTimeoutMs   Kafka mode: how long an executor waits for its consumer's
                                   position to move before it fails (default 120000, Spark's)
     subscribe                     comma-separated topics           } exactly one of these three
@@ -65,6 +65,7 @@ from txn_log.log import FORMAT_FILE
 from txn_log.read_committed import IsolationLevel
 from txn_log.topic_config import validate_topic_name
 from txn_log.topic_partition import TopicPartition
+from txn_source.kafka_options import DEFAULT_POLL_TIMEOUT_MS, REFUSED_KAFKA_OPTIONS
 
 STRATEGY_OPTIONS = ("subscribe", "subscribePattern", "assign")
 KNOWN_OPTIONS = (
@@ -88,26 +89,6 @@ KNOWN_OPTIONS = (
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
 )
-DEFAULT_POLL_TIMEOUT_MS = 120_000
-"""Spark's ``kafkaConsumer.pollTimeoutMs`` default (``spark.network.timeout``, 120 s)."""
-REFUSED_KAFKA_OPTIONS = {
-    "kafka.group.id": "the source reads with assigned consumers that join no group and commit "
-    "nothing; its progress is the query's checkpoint (remove the option)",
-    "kafka.auto.offset.reset": "set the source option 'startingOffsets' instead (earliest, "
-    "latest or JSON offsets); offsets the log no longer holds follow 'failOnDataLoss'",
-    "kafka.enable.auto.commit": "the source never commits offsets to Kafka; its progress is "
-    "the query's checkpoint (remove the option)",
-    "kafka.key.deserializer": "keys are always read as bytes (column 'key', binary); "
-    "deserialize them with DataFrame operations such as CAST(key AS STRING)",
-    "kafka.value.deserializer": "values are always read as bytes (column 'value', binary); "
-    "deserialize them with DataFrame operations such as CAST(value AS STRING)",
-    "kafka.interceptor.classes": "consumer interceptors are Java classes; the source's "
-    "librdkafka consumers have none",
-    "kafka.enable.partition.eof": "the source sets it itself: executors stop on their "
-    "position reaching the planned end offset",
-}
-"""``kafka.*`` options the source decides itself (as Spark's Kafka source refuses them), each
-with what to do instead."""
 ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 
 
