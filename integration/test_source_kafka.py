@@ -32,6 +32,7 @@ from integration.source_helpers import (
 )
 from tests.txn_wire.serve_process import ServeProcess, start_serve
 from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.spark
 
@@ -249,6 +250,31 @@ def test_kafka_mode_reads_the_same_rows_as_the_embedded_source_on_the_same_log(
                 assert hidden <= delivered
     finally:
         pending.abort_transaction()
+
+
+def test_kafka_mode_deleted_range_fails_the_query_unless_fail_on_data_loss_is_false(
+    spark: Any, tmp_path: Path
+) -> None:
+    """failOnDataLoss against the log start, as in embedded mode: retention deletes offsets
+    the checkpoint has not read yet while the query is stopped."""
+    with Log.open(tmp_path / "shrinking") as log:
+        log.create_topic(TOPIC, partitions=1, config={"segment.bytes": 300, "retention.bytes": 1})
+        committed(log, [b"read-1"])
+        served = start_serve(log.path)
+        try:
+            first = run_available_now(kafka_source(spark, served), tmp_path / "ck")
+            assert values_of(flatten(first)) == [b"read-1"]
+            for i in range(8):
+                committed(log, [b"unread-%d" % i])
+            assert log.partition_log(TopicPartition(TOPIC, 0)).delete_old_segments()
+            with pytest.raises(Exception, match="were deleted before they were read") as failure:
+                run_available_now(kafka_source(spark, served), tmp_path / "ck")
+            assert "failOnDataLoss" in str(failure.value)
+            lenient = kafka_source(spark, served, failOnDataLoss="false")
+            survivors = values_of(flatten(run_available_now(lenient, tmp_path / "ck")))
+        finally:
+            served.stop()
+    assert survivors and set(survivors) < {b"unread-%d" % i for i in range(8)}
 
 
 @pytest.mark.parametrize(
