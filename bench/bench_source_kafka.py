@@ -6,9 +6,10 @@ reads every task in this process (one core, no Spark): the embedded ``read_parti
 the segment files, and Kafka mode's ``read_kafka_partition`` (an assigned read_committed
 confluent-kafka consumer, rows turned into Arrow batches). A bare confluent-kafka consumer
 draining the same partitions without building rows is printed as the ceiling of the wire path.
-Best of ``--repeat`` runs each. Never asserts.
+Best of ``--repeat`` runs each. With ``--spark``, also a batch ``spark.read`` of the whole log
+into Spark's ``noop`` sink in each mode (``local[2]``, after a warm-up run). Never asserts.
 
-    .venv/bin/python bench/bench_source_kafka.py [--records 1000000] [--repeat 2]
+    .venv/bin/python bench/bench_source_kafka.py [--records 1000000] [--repeat 2] [--spark]
 """
 
 from __future__ import annotations
@@ -74,11 +75,39 @@ def bare_consumer_rate(bootstrap: str, tasks: list[Any]) -> float:
     return rate
 
 
+def spark_rates(path: Path, bootstrap: str, records: int, repeat: int) -> dict[str, float]:
+    """Rows/s of ``spark.read.format("txnlog")`` -> ``noop`` in each mode, best run."""
+    import os
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from demo.spark_session import local_session
+
+    spark = local_session("bench-source-kafka", "local[2]")
+    modes = {"embedded": {"path": str(path)}, "kafka": {"kafka.bootstrap.servers": bootstrap}}
+    best = {label: 0.0 for label in modes}
+    try:
+        for attempt in range(repeat + 1):
+            for label, given in modes.items():
+                df = spark.read.format("txnlog").options(subscribe="bench", **given).load()
+                started = time.perf_counter()
+                df.write.format("noop").mode("overwrite").save()
+                seconds = time.perf_counter() - started
+                if attempt:
+                    best[label] = max(best[label], records / seconds)
+                    print(f"  spark {label:8s} round {attempt}: {seconds:6.2f} s")
+    finally:
+        spark.stop()
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--spark", action="store_true")
     args = parser.parse_args()
+    spark: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as work:
         path = Path(work) / "log"
         write_log(path, args.records)
@@ -93,6 +122,8 @@ def main() -> None:
                     best[label] = max(best[label], rate)
                     print(f"  {label:8s} round {attempt}: {rows:,} rows, {rate:12,.0f} rows/s")
             bare = bare_consumer_rate(served.bootstrap, kafka)
+            if args.spark:
+                spark = spark_rates(path, served.bootstrap, args.records, args.repeat)
         finally:
             served.stop()
     print(f"embedded read path:            {best['embedded']:12,.0f} rows/s (best run)")
@@ -100,6 +131,12 @@ def main() -> None:
     print(f"bare confluent-kafka consumer: {bare:12,.0f} messages/s (no rows built)")
     print(f"ratio Kafka mode / embedded: {best['kafka'] / best['embedded']:.3f}")
     print(f"ratio Kafka mode / bare consumer: {best['kafka'] / bare:.2f}")
+    if spark:
+        print(f"spark.read -> noop, embedded:  {spark['embedded']:12,.0f} rows/s (best run)")
+        print(f"spark.read -> noop, Kafka mode:{spark['kafka']:12,.0f} rows/s (best run)")
+        print(
+            f"ratio Kafka mode / embedded through Spark: {spark['kafka'] / spark['embedded']:.2f}"
+        )
 
 
 if __name__ == "__main__":
