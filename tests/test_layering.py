@@ -37,6 +37,7 @@ ALLOWED = {
         "pyspark",
         "pyarrow",
         "numpy",
+        "confluent_kafka",  # Kafka mode (issue 16): kafka_view, kafka_partition
     },
     "txn_sink": {
         "txn_sink",

@@ -4,6 +4,12 @@ Names, defaults and meanings are those of Spark's Kafka source (case-insensitive
 
     path / load(path)             the log directory (must already be a txnlog): a local path
                                   or a file: URI, made absolute (``datasource_options``)
+    kafka.bootstrap.servers       instead of a path: read a Kafka cluster (Kafka mode, issue
+                                  16); every other kafka.<name> option goes to its consumers
+                                  (``datasource_options.location``), but those the source
+                                  decides itself (``kafka_options.REFUSED_KAFKA_OPTIONS``)
+    kafkaConsumer.pollTimeoutMs   Kafka mode: how long an executor waits for its consumer's
+                                  position to move before it fails (default 120000, Spark's)
     subscribe                     comma-separated topics           } exactly one of these three
     subscribePattern              a regex matched against topics   }
     assign                        JSON {"topicA":[0,1]}            }
@@ -21,8 +27,10 @@ Names, defaults and meanings are those of Spark's Kafka source (case-insensitive
     maxRecordsPerPartition        split ranges larger than this
     failOnDataLoss                true (default) | false: deleted offsets fail the query
     isolation.level               read_committed (default) | read_uncommitted
-                                  (``kafka.isolation.level`` is accepted too)
+                                  (``kafka.isolation.level`` is accepted too, in both modes)
     includeHeaders                false (default) | true: add the ``headers`` column
+
+Every other option means the same in both modes.
 
 Every error names the option and what would be valid. Unknown options are refused, so a typo
 never silently means "use the default" (the rule the sink follows too: ``datasource_options``).
@@ -36,7 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from datasource_options.parsing import normalize_options, resolve_log_path
+from datasource_options.location import KafkaCluster, Location, parse_location
+from datasource_options.parsing import normalize_options
 from offsets.admission import AdmissionLimit, parse_duration_ms
 from offsets.offset_spec import (
     EARLIEST,
@@ -56,6 +65,7 @@ from txn_log.log import FORMAT_FILE
 from txn_log.read_committed import IsolationLevel
 from txn_log.topic_config import validate_topic_name
 from txn_log.topic_partition import TopicPartition
+from txn_source.kafka_options import DEFAULT_POLL_TIMEOUT_MS, REFUSED_KAFKA_OPTIONS
 
 STRATEGY_OPTIONS = ("subscribe", "subscribePattern", "assign")
 KNOWN_OPTIONS = (
@@ -77,6 +87,7 @@ KNOWN_OPTIONS = (
     "isolation.level",
     "kafka.isolation.level",
     "includeHeaders",
+    "kafkaConsumer.pollTimeoutMs",
 )
 ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 
@@ -112,7 +123,7 @@ Subscription = Subscribe | SubscribePattern | Assign
 class SourceOptions:
     """Everything the reader needs from its options; built by ``parse_source_options``."""
 
-    path: str
+    location: Location
     subscription: Subscription
     starting: OffsetSpec
     ending: OffsetSpec
@@ -123,6 +134,19 @@ class SourceOptions:
     fail_on_data_loss: bool
     isolation_level: IsolationLevel
     include_headers: bool
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+
+    @property
+    def kafka(self) -> KafkaCluster | None:
+        """The cluster read in Kafka mode; None for a log directory."""
+        return self.location if isinstance(self.location, KafkaCluster) else None
+
+    @property
+    def path(self) -> str:
+        """The log directory; ConfigError in Kafka mode, which has none."""
+        if isinstance(self.location, KafkaCluster):
+            raise ConfigError(f"the source reads {self.location.describe()}, not a log directory")
+        return self.location
 
 
 def parse_source_options(
@@ -130,7 +154,13 @@ def parse_source_options(
 ) -> SourceOptions:
     """Validate ``options``; ``streaming`` True / False adds the stream-only / batch-only rules
     (None: only the rules both share, as when Spark asks for the schema)."""
-    given = normalize_options(options, KNOWN_OPTIONS, role="source")
+    given = normalize_options(options, KNOWN_OPTIONS, role="source", prefix="kafka.")
+    location = parse_location(
+        given,
+        usage=".load(path) or .option('path', ...), or .option('kafka.bootstrap.servers', ...)",
+        refused=REFUSED_KAFKA_OPTIONS,
+        also_for_path=("kafka.isolation.level",),
+    )
     starting = select_spec(
         timestamp=_named(given, "startingTimestamp"),
         by_timestamp=_named(given, "startingOffsetsByTimestamp"),
@@ -148,7 +178,7 @@ def parse_source_options(
     elif streaming is False:
         _check_batch_offsets(starting, ending)
     return SourceOptions(
-        path=resolve_log_path(given.get("path"), usage=".load(path) or .option('path', ...)"),
+        location=location,
         subscription=_subscription(given),
         starting=starting,
         ending=ending,
@@ -162,7 +192,15 @@ def parse_source_options(
         fail_on_data_loss=_boolean(given, "failOnDataLoss", default=True),
         isolation_level=_isolation_level(given),
         include_headers=_boolean(given, "includeHeaders", default=False),
+        poll_timeout_ms=_poll_timeout_ms(given, kafka_mode=isinstance(location, KafkaCluster)),
     )
+
+
+def check_location(options: SourceOptions) -> None:
+    """``check_log_path`` for a log directory; nothing for a cluster, which is reached only
+    when a query plans (as Spark's Kafka source)."""
+    if options.kafka is None:
+        check_log_path(options.path)
 
 
 def check_log_path(path: str) -> None:
@@ -297,6 +335,17 @@ def _admission(given: Mapping[str, str]) -> AdmissionLimit:
     return AdmissionLimit(
         limit.max_rows, limit.min_rows, parse_duration_ms("maxTriggerDelay", delay)
     )
+
+
+def _poll_timeout_ms(given: Mapping[str, str], *, kafka_mode: bool) -> int:
+    name = "kafkaConsumer.pollTimeoutMs"
+    if name in given and not kafka_mode:
+        raise ConfigError(
+            f"option {name!r} configures the consumers of Kafka mode (with "
+            "'kafka.bootstrap.servers'); a txnlog directory is read from its files, without "
+            "polling: remove the option"
+        )
+    return _positive_int(given, name) or DEFAULT_POLL_TIMEOUT_MS
 
 
 def _positive_int(given: Mapping[str, str], name: str) -> int | None:

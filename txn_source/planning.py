@@ -6,19 +6,25 @@ A partition in ``end`` but not in ``start`` appeared after ``start`` was taken (
 added to a topic, a new topic matching ``subscribePattern``): it is read from offset 0, its
 first offset, so a plan depends only on its two positions and re-planning a batch reads the
 same records. Offsets the log no longer holds are data loss (``data_loss``).
+
+The view is either mode's (``source_view``); the tasks are ``TxnLogInputPartition`` for a log
+directory and ``KafkaInputPartition`` for a Kafka cluster (issue 16).
 """
 
 from __future__ import annotations
 
 import logging
 
+from pyspark.sql.datasource import InputPartition
+
 from offsets.offset_range import OffsetRange, plan_ranges
 from offsets.partition_offsets import PartitionOffsets
 from txn_log.topic_partition import TopicPartition
 from txn_source.data_loss import readable_range, report_data_loss, report_partition_gone
-from txn_source.log_view import LogView
+from txn_source.kafka_partition import KafkaInputPartition
 from txn_source.options import SourceOptions
 from txn_source.partition import TxnLogInputPartition
+from txn_source.source_view import SourceView
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +32,8 @@ NEW_PARTITION_START = 0
 
 
 def plan_input_partitions(
-    view: LogView, options: SourceOptions, start: PartitionOffsets, end: PartitionOffsets
-) -> list[TxnLogInputPartition]:
+    view: SourceView, options: SourceOptions, start: PartitionOffsets, end: PartitionOffsets
+) -> list[InputPartition]:
     """The read tasks for offsets ``[start, end)``, in (topic, partition, offset) order."""
     for tp in start.partitions:
         if tp not in end:
@@ -52,7 +58,7 @@ def plan_input_partitions(
 
 
 def _checked_range(
-    view: LogView, options: SourceOptions, tp: TopicPartition, start: int, end: int
+    view: SourceView, options: SourceOptions, tp: TopicPartition, start: int, end: int
 ) -> OffsetRange | None:
     if not view.exists(tp):
         report_partition_gone(options.fail_on_data_loss, tp, start, end)
@@ -71,9 +77,21 @@ def _checked_range(
 
 
 def _input_partition(
-    view: LogView, options: SourceOptions, offset_range: OffsetRange
-) -> TxnLogInputPartition:
+    view: SourceView, options: SourceOptions, offset_range: OffsetRange
+) -> InputPartition:
     tp = offset_range.topic_partition
+    if options.kafka is not None:
+        return KafkaInputPartition(
+            cluster=options.kafka,
+            topic=tp.topic,
+            partition=tp.partition,
+            start=offset_range.start,
+            end=offset_range.end,
+            isolation_level=options.isolation_level.name.lower(),
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+            poll_timeout_ms=options.poll_timeout_ms,
+        )
     return TxnLogInputPartition(
         path=options.path,
         topic=tp.topic,

@@ -31,15 +31,16 @@ from offsets.partition_offsets import PartitionOffsets
 from offsets.resolve import resolve
 from txn_log.errors import ConfigError
 from txn_log.topic_partition import TopicPartition
-from txn_source.log_view import LogView
+from txn_source.kafka_partition import KafkaInputPartition, read_kafka_partition
 from txn_source.options import (
     SourceOptions,
-    check_log_path,
+    check_location,
     parse_source_options,
     spec_option_name,
 )
 from txn_source.partition import read_partition
 from txn_source.planning import plan_input_partitions
+from txn_source.source_view import SourceView, open_view
 from txn_source.stream_planner import StreamPlanner
 
 
@@ -48,7 +49,7 @@ class TxnLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = parse_source_options(options, streaming=True)
-        check_log_path(self.options.path)
+        check_location(self.options)
         self.schema = schema
         self._planner: StreamPlanner | None = None
 
@@ -82,7 +83,7 @@ class TxnLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.plan(_position(start), _position(end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_partition(partition)
+        return read_any(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the query's checkpoint is the only record of progress."""
@@ -99,11 +100,11 @@ class TxnLogBatchReader(DataSourceReader):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = parse_source_options(options, streaming=False)
-        check_log_path(self.options.path)
+        check_location(self.options)
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        with LogView(self.options.path, self.options.isolation_level) as view:
+        with open_view(self.options) as view:
             partitions = view.partitions(self.options.subscription)
             start = _resolve(view, self.options, partitions, starting=True)
             end = _resolve(view, self.options, partitions, starting=False)
@@ -111,7 +112,14 @@ class TxnLogBatchReader(DataSourceReader):
             return list(plan_input_partitions(view, self.options, start, end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_partition(partition)
+        return read_any(partition)
+
+
+def read_any(partition: InputPartition) -> Iterator[Any]:
+    """An executor's read of a task of either mode."""
+    if isinstance(partition, KafkaInputPartition):
+        return read_kafka_partition(partition)
+    return read_partition(partition)
 
 
 def admission_limit(limit: ReadLimit, configured: AdmissionLimit) -> AdmissionLimit:
@@ -142,7 +150,7 @@ def _position(offsets: dict[str, Any]) -> PartitionOffsets:
 
 
 def _resolve(
-    view: LogView, options: SourceOptions, partitions: list[TopicPartition], *, starting: bool
+    view: SourceView, options: SourceOptions, partitions: list[TopicPartition], *, starting: bool
 ) -> PartitionOffsets:
     spec = options.starting if starting else options.ending
     return resolve(

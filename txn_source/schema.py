@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 )
 
 from txn_log.record.codec import HEADERS_TYPE
-from txn_source.options import check_log_path, parse_source_options
+from txn_source.options import check_location, parse_source_options
 
 COLUMNS: tuple[tuple[str, DataType, Any], ...] = (
     ("key", BinaryType(), pa.binary()),
@@ -66,7 +66,8 @@ def arrow_kafka_schema(include_headers: bool = False) -> Any:
 
 def source_schema(options: Mapping[str, str]) -> StructType:
     """The schema for ``options``; validates them first, so that ``load()`` fails fast on a bad
-    option or a path that is not a log, before any query starts."""
+    option or a path that is not a log, before any query starts (a Kafka cluster is first
+    reached when a query plans, as with Spark's Kafka source)."""
     parsed = parse_source_options(options)
-    check_log_path(parsed.path)
+    check_location(parsed)
     return kafka_schema(parsed.include_headers)

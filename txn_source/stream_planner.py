@@ -1,5 +1,5 @@
 """The driver side of a streaming read: initial offsets, how far each micro-batch goes, and its
-read tasks. Spark's ``KafkaMicroBatchStream`` logic, over ``LogView``.
+read tasks. Spark's ``KafkaMicroBatchStream`` logic, over either mode's view (``source_view``).
 
 - ``latest_offset`` never passes the readable end (the LSO under read_committed), so an open
   transaction holds the stream at its first offset until it ends; never goes back from
@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import logging
 
+from pyspark.sql.datasource import InputPartition
+
 from offsets.admission import AdmissionLimit, available, rate_limit, should_delay
 from offsets.partition_offsets import PartitionOffsets
 from offsets.resolve import resolve
 from txn_log.clock import SYSTEM_CLOCK, Clock
-from txn_source.log_view import LogView
 from txn_source.options import SourceOptions, spec_option_name
-from txn_source.partition import TxnLogInputPartition
 from txn_source.planning import NEW_PARTITION_START, plan_input_partitions
+from txn_source.source_view import open_view
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class StreamPlanner:
     def __init__(self, options: SourceOptions, clock: Clock = SYSTEM_CLOCK) -> None:
         self.options = options
         self._clock = clock
-        self._view = LogView(options.path, options.isolation_level)
+        self._view = open_view(options)
         self._last_trigger_ms = 0
         self._target: PartitionOffsets | None = None
         self.latest: PartitionOffsets | None = None
@@ -78,7 +79,7 @@ class StreamPlanner:
             end = rate_limit(limit.max_rows, begin, end)
         return PartitionOffsets.of(end)
 
-    def plan(self, start: PartitionOffsets, end: PartitionOffsets) -> list[TxnLogInputPartition]:
+    def plan(self, start: PartitionOffsets, end: PartitionOffsets) -> list[InputPartition]:
         return plan_input_partitions(self._view, self.options, start, end)
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from datasource_options.location import KafkaCluster
 from offsets.offset_spec import (
     EarliestOffsets,
     GlobalTimestamp,
@@ -22,6 +23,7 @@ from txn_source.options import (
     Assign,
     Subscribe,
     SubscribePattern,
+    check_location,
     check_log_path,
     parse_source_options,
 )
@@ -182,3 +184,69 @@ def test_schema_validates_and_follows_include_headers(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="does not exist"):
         source_schema({**options, "path": str(tmp_path / "nope")})
+
+
+# --- Kafka mode (issue 16 item 1) ----------------------------------------------------------------
+
+KAFKA = {"kafka.bootstrap.servers": "b1:9092,b2:9093", "subscribe": "orders"}
+
+
+def test_kafka_mode_reads_a_cluster_with_the_users_client_settings() -> None:
+    options = parse_source_options(
+        {
+            **KAFKA,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "KAFKA.Isolation.Level": "read_uncommitted",
+            "kafkaConsumer.pollTimeoutMs": "5000",
+            "maxOffsetsPerTrigger": "10",
+        },
+        streaming=True,
+    )
+    assert options.kafka == KafkaCluster(
+        "b1:9092,b2:9093",
+        (
+            ("bootstrap.servers", "b1:9092,b2:9093"),
+            ("isolation.level", "read_uncommitted"),
+            ("security.protocol", "SASL_PLAINTEXT"),
+        ),
+    )
+    assert options.isolation_level is IsolationLevel.READ_UNCOMMITTED
+    assert options.poll_timeout_ms == 5000 and options.admission.max_rows == 10
+    with pytest.raises(ConfigError, match="reads Kafka cluster b1:9092,b2:9093, not a log"):
+        _ = options.path
+    assert parse_source_options(KAFKA).poll_timeout_ms == 120_000  # Spark's default
+    check_location(options)  # a cluster is first reached when a query plans
+
+
+@pytest.mark.parametrize(
+    ("name", "instead"),
+    [
+        ("kafka.group.id", "assigned consumers that join no group"),
+        ("kafka.auto.offset.reset", "set the source option 'startingOffsets' instead"),
+        ("kafka.enable.auto.commit", "never commits offsets to Kafka"),
+        ("kafka.key.deserializer", r"CAST\(key AS STRING\)"),
+        ("kafka.value.deserializer", r"CAST\(value AS STRING\)"),
+        ("kafka.interceptor.classes", "Java classes"),
+        ("kafka.enable.partition.eof", "stop on their position"),
+    ],
+)
+def test_kafka_options_the_source_decides_itself_are_refused(name: str, instead: str) -> None:
+    with pytest.raises(ConfigError, match=rf"option '{name}' is not supported: .*{instead}"):
+        parse_source_options({**KAFKA, name.upper(): "x"})
+
+
+def test_options_of_one_mode_are_refused_in_the_other(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"'kafkaConsumer.pollTimeoutMs' configures the consumers"
+    ):
+        parse(**{"kafkaConsumer.pollTimeoutMs": "1000"})
+    with pytest.raises(ConfigError, match=r"'kafka.client.id' configure a Kafka client"):
+        parse(**{"kafka.client.id": "etl"})
+    with pytest.raises(ConfigError, match=r"'path'.*and 'kafka.bootstrap.servers'.*are both set"):
+        parse_source_options({**KAFKA, "path": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"'kafkaConsumer.pollTimeoutMs'; expected a positive"):
+        parse_source_options({**KAFKA, "kafkaConsumer.pollTimeoutMs": "0"})
+    with pytest.raises(ConfigError, match=r"host:port"):
+        parse_source_options({**KAFKA, "kafka.bootstrap.servers": "nohost"})
+    with pytest.raises(ConfigError, match=r"does not exist"):
+        check_location(parse_source_options({**BASE, "path": str(tmp_path / "nope")}))
