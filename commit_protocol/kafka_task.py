@@ -1,0 +1,284 @@
+"""One Spark write task's transaction on a Kafka cluster (the ``kafka`` backend's
+``TaskTransaction``, issue 16 item 3).
+
+A confluent-kafka transactional ``Producer`` created for the task's transactional id,
+``init_transactions()`` (fencing every earlier attempt, aborting its open transaction), then
+``begin_transaction()``. ``write`` produces each row of an Arrow batch (columns ``value`` and
+optionally ``key``, ``timestamp`` (ms or an Arrow timestamp; null: the time of the write),
+``headers``) to the routed partition; ``commit_with`` flushes, adds the task's ledger record
+and commits the transaction: the task's rows and its ledger record become visible together,
+or not at all.
+
+Errors: a record larger than the topic's ``max.message.bytes`` is refused before it is sent
+(``RecordTooLargeError`` naming the partition) and leaves the transaction abortable only
+(``TransactionAbortableError`` naming the cause on every later call), as Kafka's producer
+does after a failed send; a fenced attempt raises ``ProducerFencedError``; other client errors
+are ``InvalidTxnStateError`` or ``ConfigError`` with librdkafka's message. librdkafka does not
+report producer ids, epochs or the record batches it built: ``producer_id`` and
+``producer_epoch`` are -1 and ``PartitionWrite.batch_count`` is 0. Not thread-safe: one task,
+one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from commit_protocol.messages import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, PartitionWrite
+from datasource_options.location import KafkaCluster
+from txn_log.errors import (
+    InvalidTxnStateError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    TransactionAbortableError,
+    TxnLogError,
+)
+from txn_log.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from commit_protocol.kafka_backend import KafkaBackend
+
+RECORD_OVERHEAD = 61 + 21
+"""A record batch header and the most a record's framing adds (varints, attributes)."""
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING,
+}
+
+
+def producer_config(
+    cluster: KafkaCluster,
+    transactional_id: str,
+    timeout_ms: int,
+    compression: str,
+    batch_size: int,
+    buffer_memory: int,
+) -> dict[str, Any]:
+    """The transactional producer's settings: the user's ``kafka.*`` ones, then the sink's."""
+    return cluster.client_config(
+        transactional_id=transactional_id,
+        enable_idempotence=True,
+        acks="all",
+        transaction_timeout_ms=timeout_ms,
+        compression_type=compression,
+        batch_size=min(batch_size, 1_000_000_000 - 1024),
+        message_max_bytes=min(max(batch_size + 1024, 1_048_588), 1_000_000_000),
+        queue_buffering_max_kbytes=max(1, min(buffer_memory // 1024, 2_147_483_647)),
+    )
+
+
+def client_error(error: KafkaException, doing: str) -> TxnLogError:
+    """The project's typed error for a librdkafka error while ``doing`` something."""
+    kafka_error = error.args[0]
+    message = f"{doing}: {kafka_error}"
+    if not isinstance(kafka_error, KafkaError):
+        return InvalidTxnStateError(message)
+    if kafka_error.code() in _FENCED:
+        return ProducerFencedError(f"{message}; a newer attempt took over the transactional id")
+    if kafka_error.txn_requires_abort():
+        return TransactionAbortableError(f"{message}; the transaction can only abort")
+    if kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return RecordTooLargeError(message)
+    return InvalidTxnStateError(message)
+
+
+class KafkaTaskTransaction:
+    """One task attempt's open transaction on a Kafka cluster (see the module doc)."""
+
+    def __init__(self, producer: Producer, transactional_id: str, backend: KafkaBackend) -> None:
+        self._producer = producer
+        self._transactional_id = transactional_id
+        self._backend = backend
+        self._counts: Counter[TopicPartition] = Counter()
+        self._failed: TxnLogError | None = None
+        self._delivery_error: KafkaError | None = None
+        self._buffered = 0
+        self._peak = 0
+        self._done = False
+
+    @classmethod
+    def begin(
+        cls, producer: Producer, transactional_id: str, backend: KafkaBackend
+    ) -> KafkaTaskTransaction:
+        timeout = backend.timeout_s
+        try:
+            producer.init_transactions(timeout)  # fences every earlier attempt
+            producer.begin_transaction()
+        except KafkaException as error:
+            raise client_error(error, f"starting transaction {transactional_id!r}") from None
+        return cls(producer, transactional_id, backend)
+
+    @property
+    def transactional_id(self) -> str:
+        return self._transactional_id
+
+    @property
+    def producer_id(self) -> int:
+        return NO_PRODUCER_ID
+
+    @property
+    def producer_epoch(self) -> int:
+        return NO_PRODUCER_EPOCH
+
+    @property
+    def peak_buffered_bytes(self) -> int:
+        return self._peak
+
+    def register(self, partitions: Iterable[TopicPartition]) -> None:
+        """A no-op: librdkafka adds a partition to the transaction when it first sends to it."""
+
+    def write(self, topic_partition: TopicPartition, records: Any) -> None:
+        self._check_usable()
+        limit = self._backend.max_batch_bytes(topic_partition.topic)
+        topic, partition = topic_partition.topic, topic_partition.partition
+        count = 0
+        for value, key, timestamp, headers in _rows(records):
+            size = len(value or b"") + len(key or b"") + sum(len(k) + len(v) for k, v in headers)
+            if size + RECORD_OVERHEAD > limit:
+                self._failed = RecordTooLargeError(
+                    f"a record of {size} bytes for {topic_partition} is larger than the "
+                    f"topic's max.message.bytes {limit}; nothing of this task commits"
+                )
+                raise self._failed
+            self._produce(topic, partition, value, key, timestamp, headers, size)
+            count += 1
+        self._counts[topic_partition] += count
+        self._producer.poll(0)
+        self._check_delivery()
+
+    def _produce(
+        self,
+        topic: str,
+        partition: int,
+        value: bytes | None,
+        key: bytes | None,
+        timestamp: int,
+        headers: list[tuple[str, bytes]],
+        size: int,
+    ) -> None:
+        def delivered(error: KafkaError | None, _message: Any) -> None:
+            self._buffered -= size
+            if error is not None and self._delivery_error is None:
+                self._delivery_error = error
+
+        while True:
+            try:
+                self._producer.produce(
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    timestamp=timestamp,
+                    headers=headers or None,
+                    on_delivery=delivered,
+                )
+                break
+            except BufferError:  # queue.buffering.max.kbytes reached: wait for deliveries
+                self._producer.poll(0.05)
+                self._check_delivery()
+            except KafkaException as error:
+                self._failed = client_error(error, f"producing to {topic}-{partition}")
+                raise self._failed from None
+        self._buffered += size
+        self._peak = max(self._peak, self._buffered)
+
+    def flush(self) -> None:
+        """Every record sent so far acknowledged (acks=all); the transaction stays open."""
+        self._check_usable()
+        remaining = self._producer.flush(self._backend.timeout_s)
+        self._check_delivery()
+        if remaining:
+            raise InvalidTxnStateError(
+                f"transaction {self._transactional_id!r}: {remaining} records not acknowledged "
+                f"within {self._backend.timeout_s:.0f} s"
+            )
+
+    def commit_with(self, ledger_topic: str, key: bytes, value: bytes) -> None:
+        """Flush, add the ledger record, commit the transaction (see the module doc)."""
+        self.flush()
+        try:
+            self._producer.produce(ledger_topic, value, key, partition=0)
+            self._producer.commit_transaction(self._backend.timeout_s)
+        except KafkaException as error:
+            self._failed = client_error(error, f"committing transaction {self._transactional_id!r}")
+            raise self._failed from None
+        self._done = True
+
+    def written(self) -> tuple[PartitionWrite, ...]:
+        return tuple(
+            PartitionWrite(tp.topic, tp.partition, count, 0)
+            for tp, count in sorted(self._counts.items())
+        )
+
+    def abort(self) -> None:
+        """Abort with this attempt's own epoch; a no-op if it was fenced or ended meanwhile."""
+        if self._done:
+            return
+        self._done = True
+        with contextlib.suppress(KafkaException):
+            self._producer.abort_transaction(self._backend.timeout_s)
+
+    def _check_usable(self) -> None:
+        if self._done:
+            raise InvalidTxnStateError(
+                f"transaction {self._transactional_id!r} already ended (committed or aborted)"
+            )
+        if self._failed is not None:
+            raise TransactionAbortableError(
+                f"transaction {self._transactional_id!r} can only abort after "
+                f"{type(self._failed).__name__}: {self._failed}"
+            ) from self._failed
+
+    def _check_delivery(self) -> None:
+        error = self._delivery_error
+        if error is None:
+            return
+        if error.code() in _FENCED or error.fatal():
+            self._failed = ProducerFencedError(
+                f"transaction {self._transactional_id!r}: {error}; a newer attempt took over "
+                "the transactional id"
+            )
+        else:
+            self._failed = TransactionAbortableError(
+                f"transaction {self._transactional_id!r}: a record was not delivered: {error}"
+            )
+        raise self._failed
+
+
+def _rows(records: Any) -> Iterator[tuple[bytes | None, bytes | None, int, list[Any]]]:
+    """``(value, key, timestamp ms (0: now), headers)`` of every row of an Arrow batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = set(records.schema.names)
+    count = records.num_rows
+
+    def binary(name: str) -> list[Any]:
+        if name not in names:
+            return [None] * count
+        column = records.column(name)
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            column = pc.cast(column, pa.binary())
+        return list(column.to_pylist())
+
+    if "timestamp" in names:
+        column = records.column("timestamp")
+        if pa.types.is_timestamp(column.type):
+            column = pc.cast(pc.cast(column, pa.timestamp("ms")), pa.int64())
+        timestamps = [t or 0 for t in column.to_pylist()]
+    else:
+        timestamps = [0] * count
+    if "headers" in names:
+        headers = [
+            [(h["key"], h["value"] or b"") for h in row or []]
+            for row in records.column("headers").to_pylist()
+        ]
+    else:
+        headers = [[] for _ in range(count)]
+    return zip(binary("value"), binary("key"), timestamps, headers, strict=True)
