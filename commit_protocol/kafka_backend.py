@@ -47,15 +47,19 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from commit_protocol.kafka_ledger import LEDGER_CONFIG, LEDGER_TOPIC, LedgerReader, LedgerRecord
-from commit_protocol.kafka_task import KafkaTaskTransaction, client_error, producer_config
+from commit_protocol.kafka_task import (
+    ClusterSettings,
+    KafkaTaskTransaction,
+    client_error,
+    producer_config,
+)
 from commit_protocol.messages import LedgerEntry, TxnRef
-from datasource_options.location import KafkaCluster
 from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
 from txn_log.topic_partition import TopicPartition
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's default max.message.bytes
-_BACKENDS: dict[tuple[KafkaCluster, str], KafkaBackend] = {}
+_BACKENDS: dict[tuple[ClusterSettings, str], KafkaBackend] = {}
 _BACKENDS_LOCK = threading.Lock()
 
 
@@ -66,7 +70,7 @@ class KafkaBackend:
 
     def __init__(
         self,
-        cluster: KafkaCluster,
+        cluster: ClusterSettings,
         *,
         ledger_topic: str = LEDGER_TOPIC,
         timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -80,7 +84,7 @@ class KafkaBackend:
         self._max_bytes: dict[str, int] = {}
 
     @classmethod
-    def open(cls, cluster: KafkaCluster, *, ledger_topic: str = LEDGER_TOPIC) -> KafkaBackend:
+    def open(cls, cluster: ClusterSettings, *, ledger_topic: str = LEDGER_TOPIC) -> KafkaBackend:
         """The backend of ``cluster`` (cached per process: one admin client and one ledger
         reader however many tasks a reused Python worker runs)."""
         with _BACKENDS_LOCK:

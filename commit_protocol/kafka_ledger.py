@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from datasource_options.location import KafkaCluster
+from commit_protocol.kafka_task import ClusterSettings
 from txn_log.errors import ConfigError, CorruptRecordError, InvalidTxnStateError
 
 LEDGER_TOPIC = "_txnlog_sink_ledger"
@@ -115,7 +115,7 @@ class LedgerReader:
     """read_committed reads of partition 0 of the ledger topic (see the module doc)."""
 
     def __init__(
-        self, cluster: KafkaCluster, admin: AdminClient, topic: str, timeout_s: float
+        self, cluster: ClusterSettings, admin: AdminClient, topic: str, timeout_s: float
     ) -> None:
         self.topic = topic
         self._admin = admin

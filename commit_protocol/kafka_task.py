@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from commit_protocol.messages import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, PartitionWrite
-from datasource_options.location import KafkaCluster
 from txn_log.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
@@ -42,6 +41,16 @@ from txn_log.topic_partition import TopicPartition
 if TYPE_CHECKING:
     from commit_protocol.kafka_backend import KafkaBackend
 
+
+class ClusterSettings(Hashable, Protocol):
+    """A Kafka cluster and the user's client settings: ``datasource_options.location``'s
+    ``KafkaCluster`` (the commit protocol sits below the options and does not import them)."""
+
+    def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]: ...
+
+    def describe(self) -> str: ...
+
+
 RECORD_OVERHEAD = 61 + 21
 """A record batch header and the most a record's framing adds (varints, attributes)."""
 _FENCED = {
@@ -53,7 +62,7 @@ _FENCED = {
 
 
 def producer_config(
-    cluster: KafkaCluster,
+    cluster: ClusterSettings,
     transactional_id: str,
     timeout_ms: int,
     compression: str,
@@ -251,11 +260,13 @@ class KafkaTaskTransaction:
         raise self._failed
 
 
-def _rows(records: Any) -> Iterator[tuple[bytes | None, bytes | None, int, list[Any]]]:
-    """``(value, key, timestamp ms (0: now), headers)`` of every row of an Arrow batch."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+"""Arrow timestamp unit -> (multiply, divide) to milliseconds."""
 
+
+def _rows(records: Any) -> Iterator[tuple[bytes | None, bytes | None, int, list[Any]]]:
+    """``(value, key, timestamp ms (0: now), headers)`` of every row of an Arrow batch (by the
+    batch's own methods: the commit protocol does not import pyarrow)."""
     names = set(records.schema.names)
     count = records.num_rows
 
@@ -263,20 +274,21 @@ def _rows(records: Any) -> Iterator[tuple[bytes | None, bytes | None, int, list[
         if name not in names:
             return [None] * count
         column = records.column(name)
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            column = pc.cast(column, pa.binary())
+        if str(column.type) in ("string", "large_string"):
+            column = column.cast("binary")
         return list(column.to_pylist())
 
     if "timestamp" in names:
         column = records.column("timestamp")
-        if pa.types.is_timestamp(column.type):
-            column = pc.cast(pc.cast(column, pa.timestamp("ms")), pa.int64())
-        timestamps = [t or 0 for t in column.to_pylist()]
+        unit = getattr(column.type, "unit", None)
+        raw = column.cast("int64").to_pylist()
+        times, divide = _TO_MS[unit] if unit is not None else (1, 1)
+        timestamps = [0 if t is None else t * times // divide for t in raw]
     else:
         timestamps = [0] * count
     if "headers" in names:
         headers = [
-            [(h["key"], h["value"] or b"") for h in row or []]
+            [(h["key"] or "", h["value"] or b"") for h in row or []]
             for row in records.column("headers").to_pylist()
         ]
     else:
