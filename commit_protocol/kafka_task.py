@@ -13,10 +13,12 @@ Errors: a record larger than the topic's ``max.message.bytes`` is refused before
 (``RecordTooLargeError`` naming the partition) and leaves the transaction abortable only
 (``TransactionAbortableError`` naming the cause on every later call), as Kafka's producer
 does after a failed send; a fenced attempt raises ``ProducerFencedError``; other client errors
-are ``InvalidTxnStateError`` or ``ConfigError`` with librdkafka's message. librdkafka does not
-report producer ids, epochs or the record batches it built: ``producer_id`` and
-``producer_epoch`` are -1 and ``PartitionWrite.batch_count`` is 0. Not thread-safe: one task,
-one thread.
+are ``InvalidTxnStateError`` or ``ConfigError`` with librdkafka's message. Crash points
+(``txn_log.fault_points``): ``kafka_task.before_commit`` (rows and ledger record sent, the
+transaction open) and ``kafka_task.after_commit`` (committed, the task not yet returned).
+librdkafka does not report producer ids, epochs or the record batches it built:
+``producer_id`` and ``producer_epoch`` are -1 and ``PartitionWrite.batch_count`` is 0.
+Not thread-safe: one task, one thread.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from txn_log.errors import (
     TransactionAbortableError,
     TxnLogError,
 )
+from txn_log.fault_points import crash_point
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -213,11 +216,14 @@ class KafkaTaskTransaction:
         self.flush()
         try:
             self._producer.produce(ledger_topic, value, key, partition=0)
+            self._producer.flush(self._backend.timeout_s)
+            crash_point("kafka_task.before_commit")  # rows and ledger record sent, still open
             self._producer.commit_transaction(self._backend.timeout_s)
         except KafkaException as error:
             self._failed = client_error(error, f"committing transaction {self._transactional_id!r}")
             raise self._failed from None
         self._done = True
+        crash_point("kafka_task.after_commit")  # committed; the task has not returned yet
 
     def written(self) -> tuple[PartitionWrite, ...]:
         return tuple(
