@@ -112,7 +112,7 @@ def test_a_ledger_held_back_too_long_fails_the_lookup_clearly(
     impatient = KafkaBackend(backend.cluster, ledger_topic=backend.ledger_topic, timeout_s=2)
     other = holder(served, backend.ledger_topic)
     try:
-        with pytest.raises(InvalidTxnStateError, match="last stable offset stayed at 0.*open"):
+        with pytest.raises(InvalidTxnStateError, match=r"last stable offset stayed at 0.*open"):
             impatient.task_committed(SINK.sink_id, 0, 0)
     finally:
         other.abort_transaction(30)
