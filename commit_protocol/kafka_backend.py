@@ -9,7 +9,7 @@ TRANSACTION, exactly once per task (``tasks_commit`` is True):
                         acks=all, transaction.timeout.ms, compression.type, batch.size,
                         queue.buffering.max.kbytes = buffer.memory / 1024);
                         init_transactions() fences every earlier attempt (aborting its open
-                        transaction); begin_transaction()
+                        transaction: C-24, G-04); begin_transaction()
     task_committed      THEN the ledger, read read_committed (``kafka_ledger``): the task's
                         newest record holds this batch id or a later one -> skip the task
     write               produce() each row of the Arrow batch (value, key, timestamp,
@@ -27,6 +27,7 @@ TRANSACTION, exactly once per task (``tasks_commit`` is True):
     open_transactions   always empty: confluent-kafka 2.16 (librdkafka 2.16.0) exposes no
                         ListTransactions, and ``txnlog serve`` does not serve it; a zombie task
                         transaction that nobody fences ends by its transaction.timeout.ms
+                        (G-14: a zombie that never starts again is not fenced)
 
 The guarantee: each task's output exactly once (a retried or re-run task is fenced, then
 skipped if it committed); a batch is NOT atomic across tasks: it may become visible task by

@@ -15,8 +15,9 @@ Spark runs a sink's batches in order, so "batch ``b`` committed" is "the newest 
 key holds a batch id >= ``b``"; the ledger's size is bounded by its live keys (sinks times
 task partition ids), whatever the number of batches.
 
-Reading (``LedgerReader``) is read_committed and never misses a commit: it first notes the
-partition's high watermark, then waits until the last stable offset reaches it (an open
+Reading (``LedgerReader``) is read_committed (B-05) and never misses a commit: it first notes
+the partition's high watermark, then waits until the last stable offset (B-03, ListOffsets
+under read_committed: R-03, B-07) reaches it (an open
 transaction of another writer holds the LSO back, and an entry behind it would be invisible
 yet), bounded by ``timeout_s`` with an error naming the topic and both offsets. Callers that
 must see every earlier attempt's commit (a task after fencing its id) read after the fencing,

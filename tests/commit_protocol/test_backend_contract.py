@@ -269,6 +269,7 @@ def test_commit_aborts_zombies_of_the_prefix_only(harness: Harness) -> None:
     if harness.tasks_commit:
         # the cluster cannot list open transactions (no ListTransactions in confluent-kafka):
         # a zombie stays open until a task with its id fences it or its timeout aborts it
+        # (G-14)
         assert harness.open_transactions() == ["sink-1-0", "sink-7"]
         protocol.begin_task(1, 7)  # the next run's task 7 fences it
         assert harness.open_transactions() == ["sink-1-0"]

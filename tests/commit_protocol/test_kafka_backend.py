@@ -84,7 +84,8 @@ def test_a_task_commit_behind_an_open_ledger_transaction_is_found_once_the_lso_p
     served: ServeProcess, backend: KafkaBackend
 ) -> None:
     """The retry must not miss its earlier attempt's commit hidden behind another transaction
-    (the LSO): it waits for the LSO to pass the high watermark seen after fencing."""
+    (the LSO, B-03/B-05): it waits for the LSO to pass the high watermark seen after fencing
+    (C-24)."""
     protocol = SinkCommitProtocol(backend, SINK)
     first = protocol.begin_task(0, 0)
     assert first is not None
