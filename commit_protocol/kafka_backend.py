@@ -169,7 +169,7 @@ class KafkaBackend:
         config = producer_config(
             self.cluster, transactional_id, timeout_ms, compression, batch_size, buffer_memory
         )
-        return KafkaTaskTransaction.begin(Producer(config), transactional_id, self)
+        return KafkaTaskTransaction.begin(config, transactional_id, self)
 
     def task_committed(self, sink_id: str, batch_id: int, task_id: int) -> bool:
         """Whether task ``task_id`` committed ``batch_id`` (or a later batch) of the sink."""

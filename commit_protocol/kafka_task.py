@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -103,28 +103,39 @@ def client_error(error: KafkaException, doing: str) -> TxnLogError:
 class KafkaTaskTransaction:
     """One task attempt's open transaction on a Kafka cluster (see the module doc)."""
 
-    def __init__(self, producer: Producer, transactional_id: str, backend: KafkaBackend) -> None:
-        self._producer = producer
+    def __init__(self, transactional_id: str, backend: KafkaBackend) -> None:
         self._transactional_id = transactional_id
         self._backend = backend
+        self._producer: Producer | None = None
         self._counts: Counter[TopicPartition] = Counter()
         self._failed: TxnLogError | None = None
         self._delivery_error: KafkaError | None = None
-        self._buffered = 0
+        self._sent_records = 0
+        self._sent_bytes = 0
         self._peak = 0
         self._done = False
 
     @classmethod
     def begin(
-        cls, producer: Producer, transactional_id: str, backend: KafkaBackend
+        cls, config: dict[str, Any], transactional_id: str, backend: KafkaBackend
     ) -> KafkaTaskTransaction:
-        timeout = backend.timeout_s
+        """A producer for ``config``, fenced in (``init_transactions``), in a transaction.
+        Deliveries report failures only (``delivery.report.only.error``)."""
+        transaction = cls(transactional_id, backend)
+        producer = Producer({**config, "delivery.report.only.error": True})
         try:
-            producer.init_transactions(timeout)  # fences every earlier attempt
+            producer.init_transactions(backend.timeout_s)  # fences every earlier attempt
             producer.begin_transaction()
         except KafkaException as error:
             raise client_error(error, f"starting transaction {transactional_id!r}") from None
-        return cls(producer, transactional_id, backend)
+        transaction._producer = producer
+        return transaction
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise InvalidTxnStateError(f"transaction {self._transactional_id!r} never began")
+        return self._producer
 
     @property
     def transactional_id(self) -> str:
@@ -140,6 +151,8 @@ class KafkaTaskTransaction:
 
     @property
     def peak_buffered_bytes(self) -> int:
+        """An estimate: the most records librdkafka held unacknowledged after a ``write``,
+        times the mean record size sent."""
         return self._peak
 
     def register(self, partitions: Iterable[TopicPartition]) -> None:
@@ -147,63 +160,63 @@ class KafkaTaskTransaction:
 
     def write(self, topic_partition: TopicPartition, records: Any) -> None:
         self._check_usable()
-        limit = self._backend.max_batch_bytes(topic_partition.topic)
+        columns = _Columns.of(records)
+        self._check_sizes(topic_partition, columns)
+        producer = self.producer
         topic, partition = topic_partition.topic, topic_partition.partition
-        count = 0
-        for value, key, timestamp, headers in _rows(records):
-            size = len(value or b"") + len(key or b"") + sum(len(k) + len(v) for k, v in headers)
-            if size + RECORD_OVERHEAD > limit:
-                self._failed = RecordTooLargeError(
-                    f"a record of {size} bytes for {topic_partition} is larger than the "
-                    f"topic's max.message.bytes {limit}; nothing of this task commits"
-                )
-                raise self._failed
-            self._produce(topic, partition, value, key, timestamp, headers, size)
-            count += 1
-        self._counts[topic_partition] += count
-        self._producer.poll(0)
+        headers = columns.headers
+        for index, (value, key, timestamp) in enumerate(
+            zip(columns.values, columns.keys, columns.timestamps, strict=True)
+        ):
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value,
+                        key,
+                        partition=partition,
+                        timestamp=timestamp,
+                        headers=headers[index] if headers is not None else None,
+                        on_delivery=self._delivered,
+                    )
+                    break
+                except BufferError:  # queue.buffering.max.kbytes reached: wait for deliveries
+                    producer.poll(0.05)
+                    self._check_delivery()
+                except KafkaException as error:
+                    self._failed = client_error(error, f"producing to {topic_partition}")
+                    raise self._failed from None
+        self._counts[topic_partition] += records.num_rows
+        self._sent_records += records.num_rows
+        self._sent_bytes += columns.total_bytes
+        producer.poll(0)
+        if self._sent_records:
+            held = len(producer) * self._sent_bytes // self._sent_records
+            self._peak = max(self._peak, held)
         self._check_delivery()
 
-    def _produce(
-        self,
-        topic: str,
-        partition: int,
-        value: bytes | None,
-        key: bytes | None,
-        timestamp: int,
-        headers: list[tuple[str, bytes]],
-        size: int,
-    ) -> None:
-        def delivered(error: KafkaError | None, _message: Any) -> None:
-            self._buffered -= size
-            if error is not None and self._delivery_error is None:
-                self._delivery_error = error
+    def _check_sizes(self, topic_partition: TopicPartition, columns: _Columns) -> None:
+        """RecordTooLargeError for a record over the topic's ``max.message.bytes``, before
+        any of the batch is sent; the transaction is then abortable only."""
+        limit = self._backend.max_batch_bytes(topic_partition.topic) - RECORD_OVERHEAD
+        if columns.largest_bound() <= limit:
+            return
+        size = max(columns.sizes())
+        if size > limit:
+            self._failed = RecordTooLargeError(
+                f"a record of {size} bytes for {topic_partition} is larger than the topic's "
+                f"max.message.bytes {limit + RECORD_OVERHEAD}; nothing of this task commits"
+            )
+            raise self._failed
 
-        while True:
-            try:
-                self._producer.produce(
-                    topic,
-                    value,
-                    key,
-                    partition=partition,
-                    timestamp=timestamp,
-                    headers=headers or None,
-                    on_delivery=delivered,
-                )
-                break
-            except BufferError:  # queue.buffering.max.kbytes reached: wait for deliveries
-                self._producer.poll(0.05)
-                self._check_delivery()
-            except KafkaException as error:
-                self._failed = client_error(error, f"producing to {topic}-{partition}")
-                raise self._failed from None
-        self._buffered += size
-        self._peak = max(self._peak, self._buffered)
+    def _delivered(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None and self._delivery_error is None:
+            self._delivery_error = error
 
     def flush(self) -> None:
         """Every record sent so far acknowledged (acks=all); the transaction stays open."""
         self._check_usable()
-        remaining = self._producer.flush(self._backend.timeout_s)
+        remaining = self.producer.flush(self._backend.timeout_s)
         self._check_delivery()
         if remaining:
             raise InvalidTxnStateError(
@@ -215,10 +228,10 @@ class KafkaTaskTransaction:
         """Flush, add the ledger record, commit the transaction (see the module doc)."""
         self.flush()
         try:
-            self._producer.produce(ledger_topic, value, key, partition=0)
-            self._producer.flush(self._backend.timeout_s)
+            self.producer.produce(ledger_topic, value, key, partition=0)
+            self.producer.flush(self._backend.timeout_s)
             crash_point("kafka_task.before_commit")  # rows and ledger record sent, still open
-            self._producer.commit_transaction(self._backend.timeout_s)
+            self.producer.commit_transaction(self._backend.timeout_s)
         except KafkaException as error:
             self._failed = client_error(error, f"committing transaction {self._transactional_id!r}")
             raise self._failed from None
@@ -237,7 +250,7 @@ class KafkaTaskTransaction:
             return
         self._done = True
         with contextlib.suppress(KafkaException):
-            self._producer.abort_transaction(self._backend.timeout_s)
+            self.producer.abort_transaction(self._backend.timeout_s)
 
     def _check_usable(self) -> None:
         if self._done:
@@ -270,33 +283,75 @@ _TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 """Arrow timestamp unit -> (multiply, divide) to milliseconds."""
 
 
-def _rows(records: Any) -> Iterator[tuple[bytes | None, bytes | None, int, list[Any]]]:
-    """``(value, key, timestamp ms (0: now), headers)`` of every row of an Arrow batch (by the
-    batch's own methods: the commit protocol does not import pyarrow)."""
-    names = set(records.schema.names)
-    count = records.num_rows
+class _Columns:
+    """The record columns of an Arrow batch as Python lists, read through the batch's own
+    methods (the commit protocol does not import pyarrow): ``values``, ``keys`` (bytes or
+    None), ``timestamps`` (ms; 0: the time of the write) and ``headers`` (None when the batch
+    has no such column)."""
 
-    def binary(name: str) -> list[Any]:
-        if name not in names:
-            return [None] * count
-        column = records.column(name)
+    def __init__(self, records: Any) -> None:
+        self._records = records
+        self.names = set(records.schema.names)
+        self.count = records.num_rows
+        self.values = self._binary("value")
+        self.keys = self._binary("key")
+        self.timestamps = self._timestamps()
+        self.value_lengths = self._lengths(self.values)
+        self.key_lengths = self._lengths(self.keys)
+        self.headers: list[list[tuple[str, bytes]]] | None = None
+        if "headers" in self.names:
+            self.headers = [
+                [(h["key"] or "", h["value"] or b"") for h in row or []]
+                for row in records.column("headers").to_pylist()
+            ]
+
+    @classmethod
+    def of(cls, records: Any) -> _Columns:
+        return cls(records)
+
+    def _column(self, name: str) -> Any:
+        column = self._records.column(name)
         if str(column.type) in ("string", "large_string"):
             column = column.cast("binary")
-        return list(column.to_pylist())
+        return column
 
-    if "timestamp" in names:
-        column = records.column("timestamp")
+    def _binary(self, name: str) -> list[Any]:
+        if name not in self.names:
+            return [None] * self.count
+        return list(self._column(name).to_pylist())
+
+    def _timestamps(self) -> list[int]:
+        if "timestamp" not in self.names:
+            return [0] * self.count
+        column = self._records.column("timestamp")
         unit = getattr(column.type, "unit", None)
-        raw = column.cast("int64").to_pylist()
         times, divide = _TO_MS[unit] if unit is not None else (1, 1)
-        timestamps = [0 if t is None else t * times // divide for t in raw]
-    else:
-        timestamps = [0] * count
-    if "headers" in names:
-        headers = [
-            [(h["key"] or "", h["value"] or b"") for h in row or []]
-            for row in records.column("headers").to_pylist()
+        return [0 if t is None else t * times // divide for t in column.cast("int64").to_pylist()]
+
+    @staticmethod
+    def _lengths(column: list[bytes | None]) -> list[int]:
+        return [0 if item is None else len(item) for item in column]
+
+    def _header_sizes(self) -> list[int]:
+        if self.headers is None:
+            return [0] * self.count
+        return [sum(len(k.encode()) + len(v) for k, v in row) for row in self.headers]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.value_lengths) + sum(self.key_lengths)
+
+    def largest_bound(self) -> int:
+        """At least the largest record's payload (value, key and headers), cheaply."""
+        if not self.count:
+            return 0
+        return max(self.value_lengths) + max(self.key_lengths) + max(self._header_sizes())
+
+    def sizes(self) -> list[int]:
+        """Each record's payload bytes (value, key and headers)."""
+        return [
+            v + k + h
+            for v, k, h in zip(
+                self.value_lengths, self.key_lengths, self._header_sizes(), strict=True
+            )
         ]
-    else:
-        headers = [[] for _ in range(count)]
-    return zip(binary("value"), binary("key"), timestamps, headers, strict=True)
