@@ -11,6 +11,13 @@ that runs ``commit`` / ``abort``), pickles it to the tasks, and calls:
                                 for a batch the ledger already holds
     abort(messages, batchId)    on the driver: aborts every task transaction of the batch
 
+In Kafka mode (``kafka.bootstrap.servers`` instead of a path) the same calls run the Kafka
+backend's variant of the protocol (``commit_protocol.batch_commit``): each task commits its
+own transaction with its ledger record before ``write`` returns (exactly once per task, a
+batch visible task by task), ``commit`` records the batch and commits the consumed offsets to
+the group, and ``abort`` fences the tasks that did not commit; the checkpoint stays the
+source of truth, as in Spark's Kafka connector.
+
 Options and the input schema are validated in the constructor, on the driver, so a bad option
 or column fails the query before any task runs.
 """
