@@ -1,11 +1,14 @@
 """The txnlog sink under Spark in Kafka mode (issue 16 items 3 and 6): ``writeStream`` with
 ``kafka.bootstrap.servers`` against a ``txnlog serve`` started by the test, read back with a
 confluent-kafka read_committed consumer: every row exactly once, in Kafka's partition for its
-key; a task SIGKILLed before its commit and retried by Spark leaves no duplicate."""
+key; a task SIGKILLed before its commit and retried by Spark leaves no duplicate; a driver
+SIGKILLed (with its JVM and workers) after its tasks committed and before or after its own
+commit, then restarted from its checkpoint, leaves no duplicate and no loss."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -65,33 +68,58 @@ def test_a_stream_lands_exactly_once_in_kafka_mode(
         cluster.close()
 
 
+def driver(
+    served: ServeProcess, tmp_path: Path, env: dict[str, str], *, new_session: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """One run of the stream in a driver process of its own (``kafka_sink_helpers``)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TXNLOG_CRASH")}
+    args = [served.bootstrap, str(tmp_path / "ck"), str(tmp_path / "limit")]
+    return subprocess.run(
+        [sys.executable, "-m", "integration.kafka_sink_helpers", *args],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=new_session,
+    )
+
+
+@pytest.mark.parametrize("point", ["sink.before_commit", "sink.after_commit"])
+def test_a_driver_killed_around_its_commit_restarts_without_duplicate_or_loss(
+    served: ServeProcess, tmp_path: Path, point: str
+) -> None:
+    """sink.before_commit: every task of the batch committed its own transaction, the driver
+    recorded nothing; the restart re-runs the batch, whose tasks find their ledger records and
+    skip. sink.after_commit: the batch is recorded, Spark's commit log is not; the restart's
+    commit is a no-op."""
+    (tmp_path / "limit").write_text("80")
+    env = {"TXNLOG_CRASH_POINT": point, "TXNLOG_CRASH_SCOPE": "group"}
+    killed = driver(served, tmp_path, env, new_session=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    first = sorted(read_committed(served.bootstrap, OUT, 3))
+    assert first == expected(40)  # batch 0's tasks committed before the driver died
+    restarted = driver(served, tmp_path, {})
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert sorted(read_committed(served.bootstrap, OUT, 3)) == expected(80)
+    cluster = backend(served)
+    try:
+        (entry,) = cluster.ledgers()
+        assert entry.offsets == ((SRC, 0, 80),)
+    finally:
+        cluster.close()
+
+
 def test_a_task_killed_before_its_commit_is_retried_without_duplicate(
     served: ServeProcess, tmp_path: Path
 ) -> None:
     """A driver process of its own whose Python worker SIGKILLs itself in a first task
     attempt, after writing its rows into its open transaction (crash point sink.task_write);
     Spark retries the task, whose init_transactions() aborts the dead attempt's transaction."""
-    limit = tmp_path / "limit"
-    limit.write_text("80")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLOG_CRASH")}
-    env["TXNLOG_CRASH_POINT"] = "sink.task_write"  # process scope: the worker only
-    driver = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "integration.kafka_sink_helpers",
-            served.bootstrap,
-            str(tmp_path / "ck"),
-            str(limit),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert driver.returncode == 0, driver.stderr[-3000:]
-    assert "Python worker exited unexpectedly" in driver.stderr  # the attempt did die
+    (tmp_path / "limit").write_text("80")
+    run = driver(served, tmp_path, {"TXNLOG_CRASH_POINT": "sink.task_write"})  # the worker only
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Python worker exited unexpectedly" in run.stderr  # the attempt did die
     assert sorted(read_committed(served.bootstrap, OUT, 3)) == expected(80)
     with Log.open(served.path) as log:  # nothing left open to hold an LSO back
         assert log.coordinator.open_transactions("") == []
