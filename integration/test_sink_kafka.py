@@ -123,3 +123,26 @@ def test_a_task_killed_before_its_commit_is_retried_without_duplicate(
     assert sorted(read_committed(served.bootstrap, OUT, 3)) == expected(80)
     with Log.open(served.path) as log:  # nothing left open to hold an LSO back
         assert log.coordinator.open_transactions("") == []
+
+
+def test_a_batch_write_in_kafka_mode_lands_exactly_once(spark: Any, served: ServeProcess) -> None:
+    """``df.write`` with ``kafka.bootstrap.servers``: its tasks commit themselves, the driver
+    records the write's batch in the ledger."""
+    rows = [(f"k{i}", f"v{i}") for i in range(50)]
+    (
+        spark.createDataFrame(rows, "key string, value string")
+        .repartition(2)
+        .write.format("txnlog")
+        .option("kafka.bootstrap.servers", served.bootstrap)
+        .option("topic", OUT)
+        .mode("append")
+        .save()
+    )
+    assert sorted(read_committed(served.bootstrap, OUT, 3)) == expected(50)
+    cluster = backend(served)
+    try:
+        (entry,) = cluster.ledgers()
+        assert entry.sink_id.startswith("spark-write-") and entry.batch_id == 0
+        assert len(entry.transactions) == 2  # one per task
+    finally:
+        cluster.close()
