@@ -79,7 +79,9 @@ class KafkaBackend:
         self.cluster = cluster
         self.ledger_topic = ledger_topic
         self.timeout_s = timeout_s
-        self._admin = AdminClient(cluster.client_config())
+        # a metadata lookup must never create a topic (a producer-type client would, on a
+        # cluster with auto.create.topics.enable): createTopic decides that
+        self._admin = AdminClient(cluster.client_config(allow_auto_create_topics=False))
         self._ledger: LedgerReader | None = None
         self._ledger_lock = threading.Lock()
         self._max_bytes: dict[str, int] = {}
@@ -112,7 +114,7 @@ class KafkaBackend:
         try:
             return self._admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
         except KafkaException as error:
-            raise client_error(error, f"reading the metadata of topic {topic!r}") from None
+            raise admin_error(error, f"reading the metadata of topic {topic!r}") from None
 
     def partition_count(self, topic: str) -> int:
         metadata = self._metadata(topic)
@@ -137,7 +139,7 @@ class KafkaBackend:
             future.result(self.timeout_s)
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise client_error(error, f"creating topic {topic!r}") from None
+                raise admin_error(error, f"creating topic {topic!r}") from None
 
     def max_batch_bytes(self, topic: str) -> int:
         """The topic's ``max.message.bytes`` (DescribeConfigs; Kafka's default if the cluster
@@ -151,7 +153,7 @@ class KafkaBackend:
             entry = configs.get("max.message.bytes")
             value = int(entry.value) if entry is not None else DEFAULT_MAX_MESSAGE_BYTES
         except KafkaException as error:
-            raise client_error(error, f"describing topic {topic!r}") from None
+            raise admin_error(error, f"describing topic {topic!r}") from None
         self._max_bytes[topic] = value
         return value
 
@@ -302,13 +304,19 @@ class KafkaBackend:
                 [KafkaPartition(tp.topic, tp.partition) for tp in partitions], self.timeout_s
             )
         except KafkaException as error:
-            raise client_error(error, f"reading the offsets of group {group_id!r}") from None
+            raise admin_error(error, f"reading the offsets of group {group_id!r}") from None
         finally:
             consumer.close()
         return {
             TopicPartition(p.topic, p.partition): (p.offset if p.offset >= 0 else None)
             for p in answer
         }
+
+
+def admin_error(error: KafkaException, doing: str) -> ConfigError:
+    """A failed admin or metadata request while ``doing`` something, with librdkafka's
+    message (authorization, an invalid topic config, an unreachable cluster)."""
+    return ConfigError(f"{doing} on the Kafka cluster failed: {error.args[0]}")
 
 
 def _now_ms() -> int:

@@ -82,6 +82,7 @@ def producer_config(
         batch_size=min(batch_size, 1_000_000_000 - 1024),
         message_max_bytes=min(max(batch_size + 1024, 1_048_588), 1_000_000_000),
         queue_buffering_max_kbytes=max(1, min(buffer_memory // 1024, 2_147_483_647)),
+        allow_auto_create_topics=False,  # topics exist (or createTopic made them) first
     )
 
 

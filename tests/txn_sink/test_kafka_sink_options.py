@@ -101,3 +101,23 @@ def test_create_topic_works_in_kafka_mode(served: ServeProcess) -> None:
     assert backend.partition_count("made") == 4
     with Log.open(served.path) as log:
         assert len(log.partitions("made")) == 4
+
+
+def test_looking_a_topic_up_never_creates_it_on_an_auto_creating_cluster(
+    tmp_path: Path,
+) -> None:
+    """Without createTopic a missing topic is an error even where the cluster would create
+    topics on Metadata requests (auto.create.topics.enable): the lookups ask it not to."""
+    path = tmp_path / "log"
+    Log.open(path).close()
+    server = start_serve(path, "--auto-create-topics")
+    try:
+        options = SinkOptions.parse({"kafka.bootstrap.servers": server.bootstrap, "topic": "t"})
+        backend = KafkaBackend(options.cluster)  # type: ignore[arg-type]
+        with pytest.raises(UnknownTopicOrPartitionError, match="'ghost' does not exist"):
+            ensure_topic(backend, options, "ghost")
+        assert not backend.topic_exists("ghost")
+    finally:
+        server.stop()
+    with Log.open(path) as log:
+        assert log.topics() == []
