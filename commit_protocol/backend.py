@@ -111,9 +111,14 @@ class LogBackend(Protocol):
         transaction) and return a new one ready for writes, batching up to ``batch_size``
         bytes per partition and buffering at most ``buffer_memory`` bytes in all."""
 
-    def task_committed(self, sink_id: str, batch_id: int, task_id: int) -> bool:
+    def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
         """Whether task ``task_id``'s output for ``batch_id`` (or a later batch) of the sink
-        committed; where ``tasks_commit``, call it after fencing the task's id."""
+        committed; where ``tasks_commit``, call it after fencing the task's id. ``since``: a
+        ledger position before which the sink cannot have written (``ledger_end`` when a
+        fresh sink began), so that the lookup of a fresh sink reads only what followed."""
+
+    def ledger_end(self) -> int:
+        """The ledger's current end position (0 where ``since`` means nothing)."""
 
     def commit_task(self, transaction: Any, sink_id: str, batch_id: int, task_id: int) -> None:
         """Where ``tasks_commit``: make the task's writes durable, add its ledger record to the

@@ -52,11 +52,14 @@ from txn_log.errors import InvalidTxnStateError
 
 @dataclass(frozen=True)
 class SinkIdentity:
-    """Who commits: the ledger key, the transactional-id prefix, the offsets' group id."""
+    """Who commits: the ledger key, the transactional-id prefix, the offsets' group id, and
+    where a sink that began afresh (one ``df.write``) starts in a scanned ledger
+    (``LogBackend.ledger_end`` then; 0: anywhere)."""
 
     sink_id: str
     prefix: str
     group_id: str | None = None
+    ledger_since: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,9 @@ class SinkCommitProtocol:
             buffer_memory=settings.buffer_memory,
         )
         # fenced first: no earlier attempt can commit after the ledger was read
-        if backend.tasks_commit and backend.task_committed(self.sink.sink_id, batch_id, task_id):
+        if backend.tasks_commit and backend.task_committed(
+            self.sink.sink_id, batch_id, task_id, since=self.sink.ledger_since
+        ):
             transaction.abort()
             return None
         return transaction
@@ -167,7 +172,9 @@ class SinkCommitProtocol:
         sink_id = self.sink.sink_id
         for commit in commits:
             if commit.skipped:
-                if not self.backend.task_committed(sink_id, batch_id, commit.task_id):
+                if not self.backend.task_committed(
+                    sink_id, batch_id, commit.task_id, since=self.sink.ledger_since
+                ):
                     raise InvalidTxnStateError(
                         f"{commit.describe()} skipped batch {batch_id} of sink {sink_id!r} as "
                         "committed, but the ledger has no such commit; batch not recorded"

@@ -169,9 +169,13 @@ class EmbeddedBackend:
         producer.begin_transaction()
         return EmbeddedTaskTransaction(producer)
 
-    def task_committed(self, sink_id: str, batch_id: int, task_id: int) -> bool:
+    def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
         """A task commits with its whole batch here: whether the batch committed."""
         return self.is_batch_committed(sink_id, batch_id)
+
+    def ledger_end(self) -> int:
+        """0: the coordinator's ledger is looked up by key, never scanned."""
+        return 0
 
     def commit_task(
         self, transaction: EmbeddedTaskTransaction, sink_id: str, batch_id: int, task_id: int

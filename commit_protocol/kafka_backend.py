@@ -173,10 +173,16 @@ class KafkaBackend:
         )
         return KafkaTaskTransaction.begin(config, transactional_id, self)
 
-    def task_committed(self, sink_id: str, batch_id: int, task_id: int) -> bool:
-        """Whether task ``task_id`` committed ``batch_id`` (or a later batch) of the sink."""
-        record = self._reader().newest(LedgerRecord(sink_id, 0, task_id, ()).key)
+    def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
+        """Whether task ``task_id`` committed ``batch_id`` (or a later batch) of the sink,
+        looking at ledger offsets from ``since`` on."""
+        record = self._reader().newest(LedgerRecord(sink_id, 0, task_id, ()).key, since)
         return record is not None and record.batch_id >= batch_id
+
+    def ledger_end(self) -> int:
+        """The ledger partition's high watermark now: every record a sink that starts now
+        will write lies at or after it."""
+        return self._reader().end()
 
     def commit_task(
         self, transaction: KafkaTaskTransaction, sink_id: str, batch_id: int, task_id: int

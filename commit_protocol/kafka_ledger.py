@@ -134,10 +134,12 @@ class LedgerReader:
     def close(self) -> None:
         self._consumer.close()
 
-    def newest(self, key: bytes) -> LedgerRecord | None:
-        """The newest committed record of ``key`` (None if the ledger has none)."""
+    def newest(self, key: bytes, since: int = 0) -> LedgerRecord | None:
+        """The newest committed record of ``key`` at offset ``since`` or later (None if the
+        ledger has none)."""
         with self._lock:
             start, end = self._stable_range()
+            start = max(start, since)
             window = FIRST_WINDOW
             high = end
             while high > start:
@@ -147,6 +149,11 @@ class LedgerReader:
                     return found[-1]
                 high, window = low, window * 2
             return None
+
+    def end(self) -> int:
+        """The high watermark (read_uncommitted end) of the ledger partition."""
+        with self._lock:
+            return self._offset(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
 
     def all_newest(self) -> dict[bytes, LedgerRecord]:
         """The newest committed record of every key."""

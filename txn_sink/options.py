@@ -150,12 +150,13 @@ class SinkOptions:
         """Where the sink writes, for messages: the directory or the cluster."""
         return self.location.describe() if isinstance(self.location, KafkaCluster) else self.path
 
-    def identity(self, sink_id: str, run_id: str) -> SinkIdentity:
+    def identity(self, sink_id: str, run_id: str, ledger_since: int = 0) -> SinkIdentity:
         """Who commits for run ``run_id`` (a query id or a batch write's id)."""
         return SinkIdentity(
             sink_id,
             self.transactional_id_prefix or default_prefix(run_id),
             self.group_id or default_group_id(run_id),
+            ledger_since,
         )
 
     @property

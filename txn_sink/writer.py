@@ -176,7 +176,10 @@ class TxnLogBatchWriter(DataSourceArrowWriter):
             )
         self._options, self._columns = _prepare(options, schema)
         write_id = uuid.uuid4().hex
-        self._sink = self._options.identity(batch_sink_id(write_id), write_id)
+        # a fresh sink: nothing of it lies before the ledger's end now (a Kafka ledger is
+        # then searched from there only, however long it grew)
+        since = open_backend(self._options).ledger_end()
+        self._sink = self._options.identity(batch_sink_id(write_id), write_id, since)
 
     def write(self, iterator: Iterator[Any]) -> TxnLogCommitMessage:
         task = TaskInfo.current()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from commit_protocol.batch_commit import SinkCommitProtocol
+from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
 from commit_protocol.kafka_backend import KafkaBackend
 from commit_protocol.kafka_ledger import LedgerRecord
 from commit_protocol.messages import TaskCommit
@@ -199,3 +199,31 @@ def _rows(*values: str) -> object:
     import pyarrow as pa
 
     return pa.record_batch([pa.array([v.encode() for v in values], pa.binary())], ["value"])
+
+
+def test_a_fresh_sink_searches_the_ledger_from_where_it_began_only(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    """``df.write``'s sink starts at ``ledger_end()``: its tasks' lookups read what followed,
+    and still find a commit of their own (a retried task after its first attempt committed)."""
+    old = SinkCommitProtocol(backend, SINK)
+    assert old.commit(0, [_committed(old, backend, 0, "old")])
+    since = backend.ledger_end()
+    assert since > 0
+    assert backend.task_committed(SINK.sink_id, 0, 0)
+    assert not backend.task_committed(SINK.sink_id, 0, 0, since=since)  # before ``since``
+    write = SinkIdentity("spark-write-w1", "w1", None, ledger_since=since)
+    fresh = SinkCommitProtocol(backend, write)
+    first = _committed(fresh, backend, 0, "new")
+    assert fresh.begin_task(0, 0) is None  # the retry finds the first attempt's commit
+    assert fresh.commit(0, [first])
+    assert committed_values(served, out_topic(backend)) == [b"old", b"new"]
+
+
+def _committed(
+    protocol: SinkCommitProtocol, backend: KafkaBackend, task: int, value: str
+) -> TaskCommit:
+    transaction = protocol.begin_task(0, task)
+    assert transaction is not None
+    transaction.write(TopicPartition(out_topic(backend), 0), _rows(value))
+    return protocol.prepare_task(transaction, 0, task, 0)
