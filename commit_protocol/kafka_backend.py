@@ -17,7 +17,8 @@ TRANSACTION, exactly once per task (``tasks_commit`` is True):
     commit_task         flush, the task's ledger record in the SAME transaction,
                         commit_transaction(): rows and ledger record become visible together
     commit_batch        the driver, once every task committed or skipped: its own transactional
-                        producer ``<prefix>-driver`` writes the batch's ledger record and
+                        producer ``<prefix>-driver`` (fenced in once per process, reused)
+                        writes the batch's ledger record and
                         commits the consumed source offsets to the group
                         (send_offsets_to_transaction), both atomically; a no-op when the
                         ledger already has the batch
@@ -38,6 +39,7 @@ cluster per process (``open``); each task transaction is used by one thread.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -85,6 +87,8 @@ class KafkaBackend:
         self._ledger: LedgerReader | None = None
         self._ledger_lock = threading.Lock()
         self._max_bytes: dict[str, int] = {}
+        self._drivers: dict[str, Producer] = {}
+        self._drivers_lock = threading.Lock()
 
     @classmethod
     def open(cls, cluster: ClusterSettings, *, ledger_topic: str = LEDGER_TOPIC) -> KafkaBackend:
@@ -102,7 +106,10 @@ class KafkaBackend:
         return self.cluster.describe()
 
     def close(self) -> None:
-        """Close the ledger reader's consumer (a backend from ``open`` lives with its process)."""
+        """Close the ledger reader's consumer and drop the driver producers (a backend from
+        ``open`` lives with its process)."""
+        with self._drivers_lock:
+            self._drivers.clear()
         with self._ledger_lock:
             if self._ledger is not None:
                 self._ledger.close()
@@ -245,38 +252,54 @@ class KafkaBackend:
         transaction of ``driver_transactional_id``; False if the ledger has the batch."""
         if driver_transactional_id is None:
             raise ConfigError("the Kafka backend's batch commit needs the driver's transaction id")
-        producer = Producer(
-            producer_config(self.cluster, driver_transactional_id, 60_000, "none", 16384, 1024**2)
-        )
-        try:
-            producer.init_transactions(self.timeout_s)  # fences an earlier driver attempt
-            if self.is_batch_committed(sink_id, batch_id):
-                return False
-            producer.begin_transaction()
-            record = LedgerRecord(
-                sink_id,
-                batch_id,
-                None,
-                tuple(t.transactional_id for t in transactions),
-                group_id,
-                tuple(offsets),
-                _now_ms(),
-            )
-            producer.produce(self.ledger_topic, record.value(), record.key, partition=0)
-            if group_id is not None and offsets:
-                producer.send_offsets_to_transaction(
-                    [KafkaPartition(t, p, o) for t, p, o in offsets],
-                    self._group_metadata(group_id),
-                    self.timeout_s,
+        with self._drivers_lock:  # one batch commit per driver id at a time in this process
+            producer = self._driver_producer(driver_transactional_id)
+            try:
+                if self.is_batch_committed(sink_id, batch_id):
+                    return False
+                producer.begin_transaction()
+                record = LedgerRecord(
+                    sink_id,
+                    batch_id,
+                    None,
+                    tuple(t.transactional_id for t in transactions),
+                    group_id,
+                    tuple(offsets),
+                    _now_ms(),
                 )
-            producer.commit_transaction(self.timeout_s)
-        except KafkaException as error:
-            raise client_error(
-                error, f"committing batch {batch_id} of sink {sink_id!r} to the ledger"
-            ) from None
-        finally:
-            producer.flush(0)
+                producer.produce(self.ledger_topic, record.value(), record.key, partition=0)
+                if group_id is not None and offsets:
+                    producer.send_offsets_to_transaction(
+                        [KafkaPartition(t, p, o) for t, p, o in offsets],
+                        self._group_metadata(group_id),
+                        self.timeout_s,
+                    )
+                producer.commit_transaction(self.timeout_s)
+            except KafkaException as error:
+                # a fenced or failed driver producer is not reused: the next commit fences anew
+                del self._drivers[driver_transactional_id]
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(1)
+                raise client_error(
+                    error, f"committing batch {batch_id} of sink {sink_id!r} to the ledger"
+                ) from None
         return True
+
+    def _driver_producer(self, transactional_id: str) -> Producer:
+        """The driver's transactional producer, fenced in once and reused while it owns the
+        id: the ledger is read after its ``init_transactions()`` aborted whatever an earlier
+        driver left open, and nothing else can commit under the id since."""
+        producer = self._drivers.get(transactional_id)
+        if producer is None:
+            producer = Producer(
+                producer_config(self.cluster, transactional_id, 60_000, "none", 16384, 1024**2)
+            )
+            try:
+                producer.init_transactions(self.timeout_s)
+            except KafkaException as error:
+                raise client_error(error, f"fencing transaction {transactional_id!r}") from None
+            self._drivers[transactional_id] = producer
+        return producer
 
     def _group_metadata(self, group_id: str) -> Any:
         consumer = Consumer(self.cluster.client_config(group_id=group_id, enable_auto_commit=False))
