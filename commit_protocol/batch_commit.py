@@ -1,5 +1,7 @@
 """Executor prepare, driver commit and abort of a Spark sink's micro-batches (DESIGN §4-5).
 
+Where the driver commits (``backend.tasks_commit`` False: the embedded backend):
+
     executor (each task attempt)            driver (once per batch)
     ------------------------------------    ------------------------------------------------
     begin_task: ledger says committed? ->   commit: every message present, of this sink and
@@ -12,8 +14,24 @@
 
 Exactly once: a batch becomes visible only through ``commit``, as a whole; the ledger makes
 ``commit`` idempotent and makes re-run tasks of a committed batch write nothing; a fenced or
-timed-out task transaction makes ``commit`` raise before anything is written. Stateless apart
-from the backend: safe to build anew in every Python worker.
+timed-out task transaction makes ``commit`` raise before anything is written.
+
+Where each task commits (``backend.tasks_commit`` True: the Kafka backend, which cannot
+commit another process's transaction):
+
+    begin_task: init_transactions() with <prefix>-<task id> FIRST (fencing every earlier
+      attempt, aborting its open transaction), THEN the task ledger: committed -> skip
+    prepare_task: the task's ledger record ``(sink, batch, task)`` into the same transaction,
+      commit; the TaskCommit says ``committed``
+    commit (driver): every message present, of this sink and batch, committed or a skip the
+      ledger confirms -> the batch's ledger record and the group offsets in one transaction
+      of ``<prefix>-driver``; a no-op when the ledger has the batch
+    abort (driver): fence the ids of the tasks that sent no message (a failed task may have
+      left its transaction open) and of messages not committed; committed tasks stay
+
+Exactly once per task: fencing before the ledger check means no earlier attempt can commit
+after the check, and a committed task is never written again. A batch is not atomic across
+tasks there. Stateless apart from the backend: safe to build anew in every Python worker.
 """
 
 from __future__ import annotations
@@ -23,17 +41,25 @@ from dataclasses import dataclass
 
 from commit_protocol.backend import LogBackend, TaskTransaction
 from commit_protocol.messages import TaskCommit
-from commit_protocol.naming import TASK_SEPARATOR, is_task_transactional_id, task_transactional_id
+from commit_protocol.naming import (
+    TASK_SEPARATOR,
+    driver_transactional_id,
+    is_task_transactional_id,
+    task_transactional_id,
+)
 from txn_log.errors import InvalidTxnStateError
 
 
 @dataclass(frozen=True)
 class SinkIdentity:
-    """Who commits: the ledger key, the transactional-id prefix, the offsets' group id."""
+    """Who commits: the ledger key, the transactional-id prefix, the offsets' group id, and
+    where a sink that began afresh (one ``df.write``) starts in a scanned ledger
+    (``LogBackend.ledger_end`` then; 0: anywhere)."""
 
     sink_id: str
     prefix: str
     group_id: str | None = None
+    ledger_since: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,23 +86,36 @@ class SinkCommitProtocol:
     # --- executor side -------------------------------------------------------------------------
 
     def begin_task(self, batch_id: int, task_id: int) -> TaskTransaction | None:
-        """The task's fresh transaction, or None when the ledger says the batch committed."""
-        if self.backend.is_batch_committed(self.sink.sink_id, batch_id):
+        """The task's fresh transaction, or None when the ledger says the batch (or, where
+        tasks commit, this task of it) committed."""
+        backend = self.backend
+        if not backend.tasks_commit and backend.is_batch_committed(self.sink.sink_id, batch_id):
             return None
         settings = self.settings
-        return self.backend.begin_transaction(
+        transaction = backend.begin_transaction(
             task_transactional_id(self.sink.prefix, task_id),
             settings.transaction_timeout_ms,
             settings.compression,
             batch_size=settings.batch_size,
             buffer_memory=settings.buffer_memory,
         )
+        # fenced first: no earlier attempt can commit after the ledger was read
+        if backend.tasks_commit and backend.task_committed(
+            self.sink.sink_id, batch_id, task_id, since=self.sink.ledger_since
+        ):
+            transaction.abort()
+            return None
+        return transaction
 
     def prepare_task(
         self, transaction: TaskTransaction, batch_id: int, task_id: int, attempt: int
     ) -> TaskCommit:
-        """Make the task's writes durable and describe them; the transaction stays open."""
-        transaction.flush()
+        """Make the task's writes durable and describe them: the transaction stays open, or,
+        where tasks commit, commits with the task's ledger record."""
+        if self.backend.tasks_commit:
+            self.backend.commit_task(transaction, self.sink.sink_id, batch_id, task_id)
+        else:
+            transaction.flush()
         return TaskCommit(
             self.sink.sink_id,
             batch_id,
@@ -86,6 +125,7 @@ class SinkCommitProtocol:
             transaction.producer_id,
             transaction.producer_epoch,
             transaction.written(),
+            committed=self.backend.tasks_commit,
         )
 
     def skipped_task(self, batch_id: int, task_id: int, attempt: int) -> TaskCommit:
@@ -108,6 +148,8 @@ class SinkCommitProtocol:
         missing or foreign message, or when a task transaction was fenced or timed out.
         """
         commits = self._checked(batch_id, messages)
+        if self.backend.tasks_commit:
+            return self._record_batch(batch_id, commits, offsets)
         written = [c for c in commits if not c.skipped]
         sink_id = self.sink.sink_id
         if len(written) < len(commits) and not self.backend.is_batch_committed(sink_id, batch_id):
@@ -123,12 +165,45 @@ class SinkCommitProtocol:
         self.abort_zombies()
         return committed
 
+    def _record_batch(
+        self, batch_id: int, commits: list[TaskCommit], offsets: Sequence[tuple[str, int, int]]
+    ) -> bool:
+        """The driver's commit where each task committed itself (see the module doc)."""
+        sink_id = self.sink.sink_id
+        for commit in commits:
+            if commit.skipped:
+                if not self.backend.task_committed(
+                    sink_id, batch_id, commit.task_id, since=self.sink.ledger_since
+                ):
+                    raise InvalidTxnStateError(
+                        f"{commit.describe()} skipped batch {batch_id} of sink {sink_id!r} as "
+                        "committed, but the ledger has no such commit; batch not recorded"
+                    )
+            elif not commit.committed:
+                raise InvalidTxnStateError(
+                    f"{commit.describe()} did not commit its transaction, which this backend "
+                    "requires of every task; batch not recorded"
+                )
+        group_id = self.sink.group_id if offsets else None
+        return self.backend.commit_batch(
+            sink_id,
+            batch_id,
+            [c.txn_ref for c in commits if not c.skipped],
+            group_id,
+            offsets if group_id else (),
+            driver_transactional_id=driver_transactional_id(self.sink.prefix),
+        )
+
     def abort(self, batch_id: int, messages: Sequence[TaskCommit | None]) -> list[str]:
         """Abort every task transaction of the batch (and any zombie under the prefix).
 
         A batch that already committed is left alone: its transactions are no longer open.
-        Returns the aborted transactional ids.
+        Where tasks commit, a committed task cannot be undone (a re-run skips it); the ids of
+        tasks without a message are fenced instead, as the cluster cannot list open
+        transactions. Returns the aborted transactional ids.
         """
+        if self.backend.tasks_commit:
+            return self._fence_unfinished(messages)
         aborted = [
             message.transactional_id
             for message in messages
@@ -137,6 +212,18 @@ class SinkCommitProtocol:
             and self.backend.abort_transaction(message.transactional_id)
         ]
         return sorted(aborted + self.abort_zombies())
+
+    def _fence_unfinished(self, messages: Sequence[TaskCommit | None]) -> list[str]:
+        """Fence each task (by its message's position, Spark's task partition id) that did not
+        commit: its open transaction, if any, is aborted."""
+        ids = [
+            task_transactional_id(self.sink.prefix, index)
+            if message is None
+            else message.transactional_id
+            for index, message in enumerate(messages)
+            if message is None or not (message.skipped or message.committed)
+        ]
+        return sorted(tid for tid in ids if self.backend.abort_transaction(tid))
 
     def abort_zombies(self) -> list[str]:
         """Abort open transactions of this sink's tasks: ``<prefix>-<n>`` exactly."""

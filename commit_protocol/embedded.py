@@ -27,7 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
-from txn_log.errors import ConfigError, TopicAlreadyExistsError, TxnLogError
+from txn_log.errors import (
+    ConfigError,
+    InvalidTxnStateError,
+    TopicAlreadyExistsError,
+    TxnLogError,
+)
 from txn_log.log import FORMAT_FILE, Log
 from txn_log.producer import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, Producer
 from txn_log.topic_partition import TopicPartition
@@ -105,6 +110,9 @@ class EmbeddedTaskTransaction:
 class EmbeddedBackend:
     """``LogBackend`` on one txnlog directory. Thread-safe; one per directory per process."""
 
+    tasks_commit = False
+    """Tasks leave their transaction open; the driver commits the batch atomically."""
+
     def __init__(self, log: Log) -> None:
         self.log = log
 
@@ -161,6 +169,22 @@ class EmbeddedBackend:
         producer.begin_transaction()
         return EmbeddedTaskTransaction(producer)
 
+    def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
+        """A task commits with its whole batch here: whether the batch committed."""
+        return self.is_batch_committed(sink_id, batch_id)
+
+    def ledger_end(self) -> int:
+        """0: the coordinator's ledger is looked up by key, never scanned."""
+        return 0
+
+    def commit_task(
+        self, transaction: EmbeddedTaskTransaction, sink_id: str, batch_id: int, task_id: int
+    ) -> None:
+        raise InvalidTxnStateError(
+            f"task {task_id} of batch {batch_id} of sink {sink_id!r}: on a txnlog directory "
+            "tasks never commit; the driver commits the whole batch (commit_batch)"
+        )
+
     # --- the ledger and the batch commit -------------------------------------------------------
     # A sink's micro-batches are atomic commits of the log's coordinator (DESIGN §4): the
     # ledger key is the sink id itself and the sequence is Spark's batch id, which only grows
@@ -197,7 +221,10 @@ class EmbeddedBackend:
         transactions: Sequence[TxnRef],
         group_id: str | None,
         offsets: Sequence[tuple[str, int, int]],
+        *,
+        driver_transactional_id: str | None = None,
     ) -> bool:
+        """One atomic commit of the coordinator (``driver_transactional_id`` is unused)."""
         return self.log.coordinator.commit_transactions(
             ledger_key(sink_id),
             batch_id,

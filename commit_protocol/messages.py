@@ -65,7 +65,9 @@ class TaskCommit:
     """One write task's outcome: an open transaction to commit, or a skip.
 
     ``skipped`` is True when the task found its batch already in the ledger and wrote nothing
-    (Spark re-running a committed batch); it then carries no producer id.
+    (Spark re-running a committed batch); it then carries no producer id. ``committed`` is True
+    when the task committed its own transaction (a backend whose tasks commit themselves, the
+    Kafka one): the driver then only records the batch.
     """
 
     sink_id: str
@@ -77,6 +79,7 @@ class TaskCommit:
     producer_epoch: int = NO_PRODUCER_EPOCH
     partitions: tuple[PartitionWrite, ...] = ()
     skipped: bool = False
+    committed: bool = False
 
     @property
     def record_count(self) -> int:

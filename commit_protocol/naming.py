@@ -4,6 +4,9 @@
                                                         task (retry, speculative copy, a later
                                                         run of the query) reuses it, so its
                                                         init_transactions() fences the others
+                       <prefix>-driver                  the driver's batch commit where tasks
+                                                        commit themselves (the Kafka backend):
+                                                        never a task's id (not digits)
     sink id            spark-query-<query id>           the ledger key of a streaming query:
                                                         a query has exactly one sink, and its
                                                         id is stable across restarts from the
@@ -37,6 +40,11 @@ def task_transactional_id(prefix: str, task_partition_id: int) -> str:
     if task_partition_id < 0:
         raise ConfigError(f"task partition id must be >= 0, got {task_partition_id}")
     return f"{prefix}{TASK_SEPARATOR}{task_partition_id}"
+
+
+def driver_transactional_id(prefix: str) -> str:
+    """The transactional id of the driver's batch commits under ``prefix`` (Kafka backend)."""
+    return f"{prefix}{TASK_SEPARATOR}driver"
 
 
 def is_task_transactional_id(prefix: str, transactional_id: str) -> bool:

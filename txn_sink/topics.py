@@ -1,4 +1,6 @@
-"""Making sure the topics the sink writes exist (or creating them with ``createTopic``)."""
+"""Making sure the topics the sink writes exist (or creating them with ``createTopic``), and
+picking the backend: a txnlog directory (``EmbeddedBackend``) or a Kafka cluster
+(``KafkaBackend``, imported only in Kafka mode)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ from txn_sink.options import SinkOptions
 
 
 def open_backend(options: SinkOptions) -> LogBackend:
-    """The log at ``options.path``; created only with ``createTopic=true``."""
+    """The log at ``options.path`` (created only with ``createTopic=true``), or the Kafka
+    cluster of ``kafka.bootstrap.servers``."""
+    cluster = options.cluster
+    if cluster is not None:
+        from commit_protocol.kafka_backend import KafkaBackend
+
+        return KafkaBackend.open(cluster)
     return EmbeddedBackend.open(options.path, create=options.create_topic)
 
 
@@ -23,8 +31,11 @@ def ensure_topic(backend: LogBackend, options: SinkOptions, topic: str) -> None:
     if options.create_topic:
         backend.create_topic(topic, options.create_topic_partitions)
         return
+    if options.cluster is not None:
+        how = "create it on the cluster (e.g. with kafka-topics.sh or an AdminClient)"
+    else:
+        how = f"create it with `txnlog topics create {options.path} {topic} --partitions <n>`"
     raise UnknownTopicOrPartitionError(
-        f"topic {topic!r} does not exist in {options.path}; create it with "
-        f"`txnlog topics create {options.path} {topic} --partitions <n>`, or set the options "
-        "createTopic=true and createTopic.partitions=<n>"
+        f"topic {topic!r} does not exist in {options.describe_location()}; {how}, or set the "
+        "options createTopic=true and createTopic.partitions=<n>"
     )

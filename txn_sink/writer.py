@@ -11,6 +11,13 @@ that runs ``commit`` / ``abort``), pickles it to the tasks, and calls:
                                 for a batch the ledger already holds
     abort(messages, batchId)    on the driver: aborts every task transaction of the batch
 
+In Kafka mode (``kafka.bootstrap.servers`` instead of a path) the same calls run the Kafka
+backend's variant of the protocol (``commit_protocol.batch_commit``): each task commits its
+own transaction with its ledger record before ``write`` returns (exactly once per task, a
+batch visible task by task), ``commit`` records the batch and commits the consumed offsets to
+the group, and ``abort`` fences the tasks that did not commit; the checkpoint stays the
+source of truth, as in Spark's Kafka connector.
+
 Options and the input schema are validated in the constructor, on the driver, so a bad option
 or column fails the query before any task runs.
 """
@@ -169,7 +176,10 @@ class TxnLogBatchWriter(DataSourceArrowWriter):
             )
         self._options, self._columns = _prepare(options, schema)
         write_id = uuid.uuid4().hex
-        self._sink = self._options.identity(batch_sink_id(write_id), write_id)
+        # a fresh sink: nothing of it lies before the ledger's end now (a Kafka ledger is
+        # then searched from there only, however long it grew)
+        since = open_backend(self._options).ledger_end()
+        self._sink = self._options.identity(batch_sink_id(write_id), write_id, since)
 
     def write(self, iterator: Iterator[Any]) -> TxnLogCommitMessage:
         task = TaskInfo.current()

@@ -14,7 +14,8 @@ The ACL file has one rule a line, five fields separated by blanks; ``#`` starts 
   C-31) or ``cluster`` (name ``kafka-cluster``; IdempotentWrite there lets a producer without
   a transactional id get a producer id, as in Kafka).
 - name: a literal name, a prefix ending in ``*`` (``copier-*``), or ``*`` for every name.
-- operation: ``Read``, ``Write``, ``Describe``, ``IdempotentWrite`` or ``All``.
+- operation: ``Read``, ``Write``, ``Describe``, ``IdempotentWrite``, ``Create`` (on a topic
+  or the cluster: CreateTopics), ``DescribeConfigs`` or ``All``.
 - permission: ``allow`` or ``deny``.
 
 Decisions are Kafka's (``AclAuthorizer``): a matching deny wins over any allow; without a
@@ -44,6 +45,8 @@ class Operation(enum.Enum):
     WRITE = "Write"
     DESCRIBE = "Describe"
     IDEMPOTENT_WRITE = "IdempotentWrite"
+    CREATE = "Create"
+    DESCRIBE_CONFIGS = "DescribeConfigs"
     ALL = "All"
 
 

@@ -36,11 +36,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     15: (0, 4),  # DescribeGroups
     16: (0, 3),  # ListGroups
     18: (0, 3),  # ApiVersions
+    19: (0, 5),  # CreateTopics
     22: (0, 4),  # InitProducerId
     24: (0, 3),  # AddPartitionsToTxn
     25: (0, 3),  # AddOffsetsToTxn
     26: (0, 3),  # EndTxn
     28: (0, 3),  # TxnOffsetCommit
+    32: (0, 4),  # DescribeConfigs
 }
 """api key → (min version, max version), inclusive."""
 

@@ -29,6 +29,9 @@ AddOffsetsToTxn        Write on the transactional id; Read on the       53; 30
 EndTxn                 Write on the transactional id (C-31)             53
 TxnOffsetCommit        Write on the transactional id; Read on the       53; 30; 29 the
                        group; Read on each topic                        topic
+CreateTopics           Create on the cluster, or Create on each topic   29, that topic
+DescribeConfigs        DescribeConfigs on each topic; on the cluster    29 the topic; 31
+                       for a broker resource                            the broker
 =====================  ===============================================  ===================
 
 A refused part never reaches the handler: the request is narrowed to the allowed parts, the
@@ -221,6 +224,61 @@ def _end_txn(check: Check) -> Guard:
     return check.refuse({"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 
 
+# --- topic administration (issue 16 item 3) ---------------------------------------------------
+
+
+def _create_topics(check: Check) -> Guard:
+    if check.allows(ResourceType.CLUSTER, CLUSTER_NAME, Operation.CREATE):
+        return Guard(check.request)
+    return topic_rule(
+        check,
+        topics_key="topics",
+        name_key="name",
+        operation=Operation.CREATE,
+        answer_key="topics",
+        refusal=lambda t: {
+            "name": t["name"],
+            "error_code": TOPIC_AUTHORIZATION_FAILED,
+            "error_message": f"not authorized to create topic {t['name']!r}",
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        },
+        empty={},
+    )
+
+
+def _describe_configs(check: Check) -> Guard:
+    def allowed(resource: Plain) -> bool:
+        if resource["resource_type"] == 2:
+            return check.allows(_TOPIC, resource["resource_name"], Operation.DESCRIBE_CONFIGS)
+        return check.allows(ResourceType.CLUSTER, CLUSTER_NAME, Operation.DESCRIBE_CONFIGS)
+
+    resources = check.body.get("resources") or []
+    denied = [r for r in resources if not allowed(r)]
+    if not denied:
+        return Guard(check.request)
+    refused = [
+        {
+            "resource_type": r["resource_type"],
+            "resource_name": r["resource_name"],
+            "error_code": (
+                TOPIC_AUTHORIZATION_FAILED
+                if r["resource_type"] == 2
+                else CLUSTER_AUTHORIZATION_FAILED
+            ),
+            "error_message": "not authorized",
+            "configs": [],
+        }
+        for r in denied
+    ]
+
+    def merge(answer: Plain | None) -> Plain | None:
+        return None if answer is None else {**answer, "results": answer["results"] + refused}
+
+    return check.narrowed(merge, resources=[r for r in resources if allowed(r)])
+
+
 _RULES: dict[int, Callable[[Check], Guard]] = {
     0: _produce,
     1: _fetch,
@@ -248,5 +306,7 @@ _RULES: dict[int, Callable[[Check], Guard]] = {
     25: _add_offsets_to_txn,
     26: _end_txn,
     28: lambda check: groups.offset_commit(check, transactional=True),
+    19: _create_topics,
+    32: _describe_configs,
 }
 """api key → its rule; ApiVersions and the SASL APIs need no authorization."""

@@ -32,6 +32,7 @@ from typing import Any
 from txn_log import Log
 from txn_wire import api_versions
 from txn_wire.acl import Authorizer
+from txn_wire.admin_topics import handle_create_topics, handle_describe_configs
 from txn_wire.authorize import authorize
 from txn_wire.broker import Broker, ServeConfig
 from txn_wire.codec import (
@@ -173,11 +174,13 @@ HANDLERS: dict[int, Handler] = {
     15: _describe_groups,
     16: _list_groups,
     18: _api_versions,
+    19: _blocking(handle_create_topics),
     22: _blocking(handle_init_producer_id),
     24: _blocking(handle_add_partitions_to_txn),
     25: _blocking(handle_add_offsets_to_txn),
     26: _blocking(handle_end_txn),
     28: _blocking(handle_txn_offset_commit),
+    32: _blocking(handle_describe_configs),
 }
 
 

@@ -71,7 +71,8 @@ def test_identity_defaults_derive_from_the_run(tmp_path: Path) -> None:
         ({"createTopic.partitions": "0"}, "'createTopic.partitions' must be from 1"),
         ({"transactional.id.prefix": " "}, "transactional.id.prefix must be a non-empty"),
         ({"group.id": ""}, "group id must be a non-empty string"),
-        ({"kafka.bootstrap.servers": "x"}, "unknown txnlog sink option.*createTopic"),
+        ({"kafka.bootstrap.servers": "h:1"}, "'path'.*'kafka.bootstrap.servers'.*exactly one"),
+        ({"kafka.client.id": "x"}, "'kafka.client.id' configure.*txnlog directory does not"),
     ],
 )
 def test_bad_options_name_the_option_and_valid_values(

@@ -1,0 +1,352 @@
+"""The ``kafka`` backend: the commit protocol on any Kafka cluster through confluent-kafka
+(issue 16 items 3-4).
+
+librdkafka cannot commit a transaction that another process opened (no KIP-939 prepare/resume
+API in any released client: see ``commit_protocol.backend``), so here EACH TASK COMMITS ITS OWN
+TRANSACTION, exactly once per task (``tasks_commit`` is True):
+
+    begin_transaction   Producer(transactional.id = <prefix>-<task partition id>, idempotent,
+                        acks=all, transaction.timeout.ms, compression.type, batch.size,
+                        queue.buffering.max.kbytes = buffer.memory / 1024);
+                        init_transactions() fences every earlier attempt (aborting its open
+                        transaction: C-24, G-04); begin_transaction()
+    task_committed      THEN the ledger, read read_committed (``kafka_ledger``): the task's
+                        newest record holds this batch id or a later one -> skip the task
+    write               produce() each row of the Arrow batch (value, key, timestamp,
+                        headers) to the routed partition
+    commit_task         flush, the task's ledger record in the SAME transaction,
+                        commit_transaction(): rows and ledger record become visible together
+    commit_batch        the driver, once every task committed or skipped: its own transactional
+                        producer ``<prefix>-driver`` (fenced in once per process, reused)
+                        writes the batch's ledger record and
+                        commits the consumed source offsets to the group
+                        (send_offsets_to_transaction), both atomically; a no-op when the
+                        ledger already has the batch
+    abort_transaction   fence the id (init_transactions() on a fresh producer): its open
+                        transaction is aborted; a task that committed cannot be undone (its
+                        rows stay, and a re-run skips it by the ledger)
+    open_transactions   always empty: confluent-kafka 2.16 (librdkafka 2.16.0) exposes no
+                        ListTransactions, and ``txnlog serve`` does not serve it; a zombie task
+                        transaction that nobody fences ends by its transaction.timeout.ms
+                        (G-14: a zombie that never starts again is not fenced)
+
+The guarantee: each task's output exactly once (a retried or re-run task is fenced, then
+skipped if it committed); a batch is NOT atomic across tasks: it may become visible task by
+task, and a batch whose driver dies mid-way is completed by the re-run. Output must be
+deterministic per (batch, task) for a re-run to skip correctly. Thread-safe: one backend per
+cluster per process (``open``); each task transaction is used by one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from commit_protocol.kafka_ledger import LEDGER_CONFIG, LEDGER_TOPIC, LedgerReader, LedgerRecord
+from commit_protocol.kafka_task import (
+    ClusterSettings,
+    KafkaTaskTransaction,
+    client_error,
+    producer_config,
+)
+from commit_protocol.messages import LedgerEntry, TxnRef
+from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
+from txn_log.topic_partition import TopicPartition
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's default max.message.bytes
+_BACKENDS: dict[tuple[ClusterSettings, str], KafkaBackend] = {}
+_BACKENDS_LOCK = threading.Lock()
+
+
+class KafkaBackend:
+    """``LogBackend`` on a Kafka cluster (see the module doc)."""
+
+    tasks_commit = True
+
+    def __init__(
+        self,
+        cluster: ClusterSettings,
+        *,
+        ledger_topic: str = LEDGER_TOPIC,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.cluster = cluster
+        self.ledger_topic = ledger_topic
+        self.timeout_s = timeout_s
+        # a metadata lookup must never create a topic (a producer-type client would, on a
+        # cluster with auto.create.topics.enable): createTopic decides that
+        self._admin = AdminClient(cluster.client_config(allow_auto_create_topics=False))
+        self._ledger: LedgerReader | None = None
+        self._ledger_lock = threading.Lock()
+        self._max_bytes: dict[str, int] = {}
+        self._drivers: dict[str, Producer] = {}
+        self._drivers_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, cluster: ClusterSettings, *, ledger_topic: str = LEDGER_TOPIC) -> KafkaBackend:
+        """The backend of ``cluster`` (cached per process: one admin client and one ledger
+        reader however many tasks a reused Python worker runs)."""
+        with _BACKENDS_LOCK:
+            backend = _BACKENDS.get((cluster, ledger_topic))
+            if backend is None:
+                backend = _BACKENDS[(cluster, ledger_topic)] = cls(
+                    cluster, ledger_topic=ledger_topic
+                )
+            return backend
+
+    def describe(self) -> str:
+        return self.cluster.describe()
+
+    def close(self) -> None:
+        """Close the ledger reader's consumer and drop the driver producers (a backend from
+        ``open`` lives with its process)."""
+        with self._drivers_lock:
+            self._drivers.clear()
+        with self._ledger_lock:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
+
+    # --- topics --------------------------------------------------------------------------------
+
+    def _metadata(self, topic: str) -> Any:
+        try:
+            return self._admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+        except KafkaException as error:
+            raise admin_error(error, f"reading the metadata of topic {topic!r}") from None
+
+    def partition_count(self, topic: str) -> int:
+        metadata = self._metadata(topic)
+        if metadata is None or metadata.error is not None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} does not exist on {self.describe()}"
+            )
+        return len(metadata.partitions)
+
+    def topic_exists(self, topic: str) -> bool:
+        metadata = self._metadata(topic)
+        return metadata is not None and metadata.error is None
+
+    def create_topic(
+        self, topic: str, partitions: int, config: dict[str, str] | None = None
+    ) -> None:
+        """CreateTopics through the AdminClient; an existing topic is not an error."""
+        future = self._admin.create_topics(
+            [NewTopic(topic, partitions, config=config or {})], request_timeout=self.timeout_s
+        )[topic]
+        try:
+            future.result(self.timeout_s)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise admin_error(error, f"creating topic {topic!r}") from None
+
+    def max_batch_bytes(self, topic: str) -> int:
+        """The topic's ``max.message.bytes`` (DescribeConfigs; Kafka's default if the cluster
+        does not say)."""
+        known = self._max_bytes.get(topic)
+        if known is not None:
+            return known
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            configs = self._admin.describe_configs([resource])[resource].result(self.timeout_s)
+            entry = configs.get("max.message.bytes")
+            value = int(entry.value) if entry is not None else DEFAULT_MAX_MESSAGE_BYTES
+        except KafkaException as error:
+            raise admin_error(error, f"describing topic {topic!r}") from None
+        self._max_bytes[topic] = value
+        return value
+
+    # --- tasks ---------------------------------------------------------------------------------
+
+    def begin_transaction(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        compression: str,
+        *,
+        batch_size: int = 1_000_000,
+        buffer_memory: int = 32 * 1024 * 1024,
+    ) -> KafkaTaskTransaction:
+        config = producer_config(
+            self.cluster, transactional_id, timeout_ms, compression, batch_size, buffer_memory
+        )
+        return KafkaTaskTransaction.begin(config, transactional_id, self)
+
+    def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
+        """Whether task ``task_id`` committed ``batch_id`` (or a later batch) of the sink,
+        looking at ledger offsets from ``since`` on."""
+        record = self._reader().newest(LedgerRecord(sink_id, 0, task_id, ()).key, since)
+        return record is not None and record.batch_id >= batch_id
+
+    def ledger_end(self) -> int:
+        """The ledger partition's high watermark now: every record a sink that starts now
+        will write lies at or after it."""
+        return self._reader().end()
+
+    def commit_task(
+        self, transaction: KafkaTaskTransaction, sink_id: str, batch_id: int, task_id: int
+    ) -> None:
+        """Write the task's ledger record into its transaction and commit both."""
+        record = LedgerRecord(
+            sink_id, batch_id, task_id, (transaction.transactional_id,), None, (), _now_ms()
+        )
+        self._reader()  # the ledger topic exists before the record goes to it
+        transaction.commit_with(self.ledger_topic, record.key, record.value())
+
+    # --- the ledger and the batch commit -------------------------------------------------------
+
+    def _reader(self) -> LedgerReader:
+        with self._ledger_lock:
+            if self._ledger is None:
+                if not self.topic_exists(self.ledger_topic):
+                    self.create_topic(self.ledger_topic, 1, LEDGER_CONFIG)
+                self._ledger = LedgerReader(
+                    self.cluster, self._admin, self.ledger_topic, self.timeout_s
+                )
+            return self._ledger
+
+    def _batch_record(self, sink_id: str) -> LedgerRecord | None:
+        return self._reader().newest(LedgerRecord(sink_id, 0, None, ()).key)
+
+    def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
+        record = self._batch_record(sink_id)
+        return record is not None and record.batch_id >= batch_id
+
+    def last_committed_batch(self, sink_id: str) -> int | None:
+        record = self._batch_record(sink_id)
+        return None if record is None else record.batch_id
+
+    def ledgers(self) -> tuple[LedgerEntry, ...]:
+        batches = [r for r in self._reader().all_newest().values() if r.task_id is None]
+        return tuple(
+            LedgerEntry(
+                r.sink_id,
+                r.batch_id,
+                tuple(TxnRef(t, -1, -1) for t in r.transactions),
+                r.group_id,
+                r.offsets,
+                r.timestamp_ms,
+            )
+            for r in sorted(batches, key=lambda r: r.sink_id)
+        )
+
+    def commit_batch(
+        self,
+        sink_id: str,
+        batch_id: int,
+        transactions: Sequence[TxnRef],
+        group_id: str | None,
+        offsets: Sequence[tuple[str, int, int]],
+        *,
+        driver_transactional_id: str | None = None,
+    ) -> bool:
+        """Record the batch (its tasks committed already) and commit the group offsets in one
+        transaction of ``driver_transactional_id``; False if the ledger has the batch."""
+        if driver_transactional_id is None:
+            raise ConfigError("the Kafka backend's batch commit needs the driver's transaction id")
+        with self._drivers_lock:  # one batch commit per driver id at a time in this process
+            producer = self._driver_producer(driver_transactional_id)
+            try:
+                if self.is_batch_committed(sink_id, batch_id):
+                    return False
+                producer.begin_transaction()
+                record = LedgerRecord(
+                    sink_id,
+                    batch_id,
+                    None,
+                    tuple(t.transactional_id for t in transactions),
+                    group_id,
+                    tuple(offsets),
+                    _now_ms(),
+                )
+                producer.produce(self.ledger_topic, record.value(), record.key, partition=0)
+                if group_id is not None and offsets:
+                    producer.send_offsets_to_transaction(
+                        [KafkaPartition(t, p, o) for t, p, o in offsets],
+                        self._group_metadata(group_id),
+                        self.timeout_s,
+                    )
+                producer.commit_transaction(self.timeout_s)
+            except KafkaException as error:
+                # a fenced or failed driver producer is not reused: the next commit fences anew
+                del self._drivers[driver_transactional_id]
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(1)
+                raise client_error(
+                    error, f"committing batch {batch_id} of sink {sink_id!r} to the ledger"
+                ) from None
+        return True
+
+    def _driver_producer(self, transactional_id: str) -> Producer:
+        """The driver's transactional producer, fenced in once and reused while it owns the
+        id: the ledger is read after its ``init_transactions()`` aborted whatever an earlier
+        driver left open, and nothing else can commit under the id since."""
+        producer = self._drivers.get(transactional_id)
+        if producer is None:
+            producer = Producer(
+                producer_config(self.cluster, transactional_id, 60_000, "none", 16384, 1024**2)
+            )
+            try:
+                producer.init_transactions(self.timeout_s)
+            except KafkaException as error:
+                raise client_error(error, f"fencing transaction {transactional_id!r}") from None
+            self._drivers[transactional_id] = producer
+        return producer
+
+    def _group_metadata(self, group_id: str) -> Any:
+        consumer = Consumer(self.cluster.client_config(group_id=group_id, enable_auto_commit=False))
+        try:
+            return consumer.consumer_group_metadata()
+        finally:
+            consumer.close()
+
+    def open_transactions(self, prefix: str) -> list[str]:
+        """Always empty: no ListTransactions in confluent-kafka 2.16 (see the module doc)."""
+        return []
+
+    def abort_transaction(self, transactional_id: str) -> bool:
+        """Fence ``transactional_id``: whatever it had open is aborted. True: Kafka does not
+        say whether anything was open."""
+        producer = Producer(
+            producer_config(self.cluster, transactional_id, 60_000, "none", 16384, 1024**2)
+        )
+        try:
+            producer.init_transactions(self.timeout_s)
+        except KafkaException as error:
+            raise client_error(error, f"fencing transactional id {transactional_id!r}") from None
+        return True
+
+    def committed_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
+        consumer = Consumer(self.cluster.client_config(group_id=group_id, enable_auto_commit=False))
+        try:
+            answer = consumer.committed(
+                [KafkaPartition(tp.topic, tp.partition) for tp in partitions], self.timeout_s
+            )
+        except KafkaException as error:
+            raise admin_error(error, f"reading the offsets of group {group_id!r}") from None
+        finally:
+            consumer.close()
+        return {
+            TopicPartition(p.topic, p.partition): (p.offset if p.offset >= 0 else None)
+            for p in answer
+        }
+
+
+def admin_error(error: KafkaException, doing: str) -> ConfigError:
+    """A failed admin or metadata request while ``doing`` something, with librdkafka's
+    message (authorization, an invalid topic config, an unreachable cluster)."""
+    return ConfigError(f"{doing} on the Kafka cluster failed: {error.args[0]}")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,358 @@
+"""One Spark write task's transaction on a Kafka cluster (the ``kafka`` backend's
+``TaskTransaction``, issue 16 item 3).
+
+A confluent-kafka transactional ``Producer`` created for the task's transactional id,
+``init_transactions()`` (fencing every earlier attempt, aborting its open transaction), then
+``begin_transaction()``. ``write`` produces each row of an Arrow batch (columns ``value`` and
+optionally ``key``, ``timestamp`` (ms or an Arrow timestamp; null: the time of the write),
+``headers``) to the routed partition; ``commit_with`` flushes, adds the task's ledger record
+and commits the transaction: the task's rows and its ledger record become visible together,
+or not at all.
+
+Errors: a record larger than the topic's ``max.message.bytes`` is refused before it is sent
+(``RecordTooLargeError`` naming the partition) and leaves the transaction abortable only
+(``TransactionAbortableError`` naming the cause on every later call), as Kafka's producer
+does after a failed send; a fenced attempt raises ``ProducerFencedError``; other client errors
+are ``InvalidTxnStateError`` or ``ConfigError`` with librdkafka's message. Crash points
+(``txn_log.fault_points``): ``kafka_task.before_commit`` (rows and ledger record sent, the
+transaction open) and ``kafka_task.after_commit`` (committed, the task not yet returned).
+librdkafka does not report producer ids, epochs or the record batches it built:
+``producer_id`` and ``producer_epoch`` are -1 and ``PartitionWrite.batch_count`` is 0.
+Not thread-safe: one task, one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from commit_protocol.messages import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, PartitionWrite
+from txn_log.errors import (
+    InvalidTxnStateError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    TransactionAbortableError,
+    TxnLogError,
+)
+from txn_log.fault_points import crash_point
+from txn_log.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from commit_protocol.kafka_backend import KafkaBackend
+
+
+class ClusterSettings(Hashable, Protocol):
+    """A Kafka cluster and the user's client settings: ``datasource_options.location``'s
+    ``KafkaCluster`` (the commit protocol sits below the options and does not import them)."""
+
+    def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]: ...
+
+    def describe(self) -> str: ...
+
+
+RECORD_OVERHEAD = 61 + 21
+"""A record batch header and the most a record's framing adds (varints, attributes)."""
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING,
+}
+
+
+def producer_config(
+    cluster: ClusterSettings,
+    transactional_id: str,
+    timeout_ms: int,
+    compression: str,
+    batch_size: int,
+    buffer_memory: int,
+) -> dict[str, Any]:
+    """The transactional producer's settings: the user's ``kafka.*`` ones, then the sink's."""
+    return cluster.client_config(
+        transactional_id=transactional_id,
+        enable_idempotence=True,
+        acks="all",
+        transaction_timeout_ms=timeout_ms,
+        compression_type=compression,
+        batch_size=min(batch_size, 1_000_000_000 - 1024),
+        message_max_bytes=min(max(batch_size + 1024, 1_048_588), 1_000_000_000),
+        queue_buffering_max_kbytes=max(1, min(buffer_memory // 1024, 2_147_483_647)),
+        allow_auto_create_topics=False,  # topics exist (or createTopic made them) first
+    )
+
+
+def client_error(error: KafkaException, doing: str) -> TxnLogError:
+    """The project's typed error for a librdkafka error while ``doing`` something."""
+    kafka_error = error.args[0]
+    message = f"{doing}: {kafka_error}"
+    if not isinstance(kafka_error, KafkaError):
+        return InvalidTxnStateError(message)
+    if kafka_error.code() in _FENCED:
+        return ProducerFencedError(f"{message}; a newer attempt took over the transactional id")
+    if kafka_error.txn_requires_abort():
+        return TransactionAbortableError(f"{message}; the transaction can only abort")
+    if kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return RecordTooLargeError(message)
+    return InvalidTxnStateError(message)
+
+
+class KafkaTaskTransaction:
+    """One task attempt's open transaction on a Kafka cluster (see the module doc)."""
+
+    def __init__(self, transactional_id: str, backend: KafkaBackend) -> None:
+        self._transactional_id = transactional_id
+        self._backend = backend
+        self._producer: Producer | None = None
+        self._counts: Counter[TopicPartition] = Counter()
+        self._failed: TxnLogError | None = None
+        self._delivery_error: KafkaError | None = None
+        self._sent_records = 0
+        self._sent_bytes = 0
+        self._peak = 0
+        self._done = False
+
+    @classmethod
+    def begin(
+        cls, config: dict[str, Any], transactional_id: str, backend: KafkaBackend
+    ) -> KafkaTaskTransaction:
+        """A producer for ``config``, fenced in (``init_transactions``), in a transaction.
+        Deliveries report failures only (``delivery.report.only.error``)."""
+        transaction = cls(transactional_id, backend)
+        producer = Producer({**config, "delivery.report.only.error": True})
+        try:
+            producer.init_transactions(backend.timeout_s)  # fences every earlier attempt
+            producer.begin_transaction()
+        except KafkaException as error:
+            raise client_error(error, f"starting transaction {transactional_id!r}") from None
+        transaction._producer = producer
+        return transaction
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise InvalidTxnStateError(f"transaction {self._transactional_id!r} never began")
+        return self._producer
+
+    @property
+    def transactional_id(self) -> str:
+        return self._transactional_id
+
+    @property
+    def producer_id(self) -> int:
+        return NO_PRODUCER_ID
+
+    @property
+    def producer_epoch(self) -> int:
+        return NO_PRODUCER_EPOCH
+
+    @property
+    def peak_buffered_bytes(self) -> int:
+        """An estimate: the most records librdkafka held unacknowledged after a ``write``,
+        times the mean record size sent."""
+        return self._peak
+
+    def register(self, partitions: Iterable[TopicPartition]) -> None:
+        """A no-op: librdkafka adds a partition to the transaction when it first sends to it."""
+
+    def write(self, topic_partition: TopicPartition, records: Any) -> None:
+        self._check_usable()
+        columns = _Columns.of(records)
+        self._check_sizes(topic_partition, columns)
+        producer = self.producer
+        topic, partition = topic_partition.topic, topic_partition.partition
+        headers = columns.headers
+        for index, (value, key, timestamp) in enumerate(
+            zip(columns.values, columns.keys, columns.timestamps, strict=True)
+        ):
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value,
+                        key,
+                        partition=partition,
+                        timestamp=timestamp,
+                        headers=headers[index] if headers is not None else None,
+                        on_delivery=self._delivered,
+                    )
+                    break
+                except BufferError:  # queue.buffering.max.kbytes reached: wait for deliveries
+                    producer.poll(0.05)
+                    self._check_delivery()
+                except KafkaException as error:
+                    self._failed = client_error(error, f"producing to {topic_partition}")
+                    raise self._failed from None
+        self._counts[topic_partition] += records.num_rows
+        self._sent_records += records.num_rows
+        self._sent_bytes += columns.total_bytes
+        producer.poll(0)
+        if self._sent_records:
+            held = len(producer) * self._sent_bytes // self._sent_records
+            self._peak = max(self._peak, held)
+        self._check_delivery()
+
+    def _check_sizes(self, topic_partition: TopicPartition, columns: _Columns) -> None:
+        """RecordTooLargeError for a record over the topic's ``max.message.bytes``, before
+        any of the batch is sent; the transaction is then abortable only."""
+        limit = self._backend.max_batch_bytes(topic_partition.topic) - RECORD_OVERHEAD
+        if columns.largest_bound() <= limit:
+            return
+        size = max(columns.sizes())
+        if size > limit:
+            self._failed = RecordTooLargeError(
+                f"a record of {size} bytes for {topic_partition} is larger than the topic's "
+                f"max.message.bytes {limit + RECORD_OVERHEAD}; nothing of this task commits"
+            )
+            raise self._failed
+
+    def _delivered(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None and self._delivery_error is None:
+            self._delivery_error = error
+
+    def flush(self) -> None:
+        """Every record sent so far acknowledged (acks=all); the transaction stays open."""
+        self._check_usable()
+        remaining = self.producer.flush(self._backend.timeout_s)
+        self._check_delivery()
+        if remaining:
+            raise InvalidTxnStateError(
+                f"transaction {self._transactional_id!r}: {remaining} records not acknowledged "
+                f"within {self._backend.timeout_s:.0f} s"
+            )
+
+    def commit_with(self, ledger_topic: str, key: bytes, value: bytes) -> None:
+        """Flush, add the ledger record, commit the transaction (see the module doc)."""
+        self.flush()
+        try:
+            self.producer.produce(ledger_topic, value, key, partition=0)
+            self.producer.flush(self._backend.timeout_s)
+            crash_point("kafka_task.before_commit")  # rows and ledger record sent, still open
+            self.producer.commit_transaction(self._backend.timeout_s)
+        except KafkaException as error:
+            self._failed = client_error(error, f"committing transaction {self._transactional_id!r}")
+            raise self._failed from None
+        self._done = True
+        crash_point("kafka_task.after_commit")  # committed; the task has not returned yet
+
+    def written(self) -> tuple[PartitionWrite, ...]:
+        return tuple(
+            PartitionWrite(tp.topic, tp.partition, count, 0)
+            for tp, count in sorted(self._counts.items())
+        )
+
+    def abort(self) -> None:
+        """Abort with this attempt's own epoch; a no-op if it was fenced or ended meanwhile."""
+        if self._done:
+            return
+        self._done = True
+        with contextlib.suppress(KafkaException):
+            self.producer.abort_transaction(self._backend.timeout_s)
+
+    def _check_usable(self) -> None:
+        if self._done:
+            raise InvalidTxnStateError(
+                f"transaction {self._transactional_id!r} already ended (committed or aborted)"
+            )
+        if self._failed is not None:
+            raise TransactionAbortableError(
+                f"transaction {self._transactional_id!r} can only abort after "
+                f"{type(self._failed).__name__}: {self._failed}"
+            ) from self._failed
+
+    def _check_delivery(self) -> None:
+        error = self._delivery_error
+        if error is None:
+            return
+        if error.code() in _FENCED or error.fatal():
+            self._failed = ProducerFencedError(
+                f"transaction {self._transactional_id!r}: {error}; a newer attempt took over "
+                "the transactional id"
+            )
+        else:
+            self._failed = TransactionAbortableError(
+                f"transaction {self._transactional_id!r}: a record was not delivered: {error}"
+            )
+        raise self._failed
+
+
+_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+"""Arrow timestamp unit -> (multiply, divide) to milliseconds."""
+
+
+class _Columns:
+    """The record columns of an Arrow batch as Python lists, read through the batch's own
+    methods (the commit protocol does not import pyarrow): ``values``, ``keys`` (bytes or
+    None), ``timestamps`` (ms; 0: the time of the write) and ``headers`` (None when the batch
+    has no such column)."""
+
+    def __init__(self, records: Any) -> None:
+        self._records = records
+        self.names = set(records.schema.names)
+        self.count = records.num_rows
+        self.values = self._binary("value")
+        self.keys = self._binary("key")
+        self.timestamps = self._timestamps()
+        self.value_lengths = self._lengths(self.values)
+        self.key_lengths = self._lengths(self.keys)
+        self.headers: list[list[tuple[str, bytes]]] | None = None
+        if "headers" in self.names:
+            self.headers = [
+                [(h["key"] or "", h["value"] or b"") for h in row or []]
+                for row in records.column("headers").to_pylist()
+            ]
+
+    @classmethod
+    def of(cls, records: Any) -> _Columns:
+        return cls(records)
+
+    def _column(self, name: str) -> Any:
+        column = self._records.column(name)
+        if str(column.type) in ("string", "large_string"):
+            column = column.cast("binary")
+        return column
+
+    def _binary(self, name: str) -> list[Any]:
+        if name not in self.names:
+            return [None] * self.count
+        return list(self._column(name).to_pylist())
+
+    def _timestamps(self) -> list[int]:
+        if "timestamp" not in self.names:
+            return [0] * self.count
+        column = self._records.column("timestamp")
+        unit = getattr(column.type, "unit", None)
+        times, divide = _TO_MS[unit] if unit is not None else (1, 1)
+        return [0 if t is None else t * times // divide for t in column.cast("int64").to_pylist()]
+
+    @staticmethod
+    def _lengths(column: list[bytes | None]) -> list[int]:
+        return [0 if item is None else len(item) for item in column]
+
+    def _header_sizes(self) -> list[int]:
+        if self.headers is None:
+            return [0] * self.count
+        return [sum(len(k.encode()) + len(v) for k, v in row) for row in self.headers]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.value_lengths) + sum(self.key_lengths)
+
+    def largest_bound(self) -> int:
+        """At least the largest record's payload (value, key and headers), cheaply."""
+        if not self.count:
+            return 0
+        return max(self.value_lengths) + max(self.key_lengths) + max(self._header_sizes())
+
+    def sizes(self) -> list[int]:
+        """Each record's payload bytes (value, key and headers)."""
+        return [
+            v + k + h
+            for v, k, h in zip(
+                self.value_lengths, self.key_lengths, self._header_sizes(), strict=True
+            )
+        ]

@@ -1,0 +1,229 @@
+"""What only the Kafka backend has (issue 16 item 3): the ledger topic (compacted, read
+read_committed past the last stable offset, searched from the tail) and exactly once per task
+across SIGKILLed task processes, against a real ``txnlog serve``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
+from commit_protocol.kafka_backend import KafkaBackend
+from commit_protocol.kafka_ledger import LedgerRecord
+from commit_protocol.messages import TaskCommit
+from datasource_options.location import KafkaCluster
+from tests.commit_protocol.kafka_task_process import SINK
+from tests.txn_wire.serve_process import ServeProcess, start_serve
+from txn_log.errors import InvalidTxnStateError
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+
+ROOT = Path(__file__).resolve().parents[2]
+_names = iter(range(10_000))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    path = tmp_path_factory.mktemp("kafka-backend") / "log"
+    Log.open(path).close()
+    server = start_serve(path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def backend(served: ServeProcess) -> Iterator[KafkaBackend]:
+    cluster = KafkaCluster(served.bootstrap, (("bootstrap.servers", served.bootstrap),))
+    number = next(_names)
+    made = KafkaBackend(cluster, ledger_topic=f"ledger-{number}", timeout_s=30)
+    made.create_topic(f"out-{number}", 1)
+    yield made
+    made.close()
+
+
+def out_topic(backend: KafkaBackend) -> str:
+    return backend.ledger_topic.replace("ledger", "out")
+
+
+def committed_values(served: ServeProcess, topic: str) -> list[bytes]:
+    with Log.open(served.path) as log:
+        consumer = log.consumer("read_committed")
+        return [r.value for tp in log.partitions(topic) for r in consumer.read(tp, 0)]
+
+
+def holder(served: ServeProcess, topic: str) -> Producer:
+    """Another application's transaction left open on ``topic``: it holds the LSO back."""
+    producer = Producer({"bootstrap.servers": served.bootstrap, "transactional.id": "holder"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"not a ledger record", partition=0)
+    producer.flush(30)
+    return producer
+
+
+def test_the_ledger_topic_is_created_compacted_with_one_partition(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    assert backend.last_committed_batch("nobody") is None  # the first read creates it
+    with Log.open(served.path) as log:
+        assert len(log.partitions(backend.ledger_topic)) == 1
+        assert log.topic_config(backend.ledger_topic).compact
+
+
+def test_a_task_commit_behind_an_open_ledger_transaction_is_found_once_the_lso_passes_it(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    """The retry must not miss its earlier attempt's commit hidden behind another transaction
+    (the LSO, B-03/B-05): it waits for the LSO to pass the high watermark seen after fencing
+    (C-24)."""
+    protocol = SinkCommitProtocol(backend, SINK)
+    first = protocol.begin_task(0, 0)
+    assert first is not None
+    first.write(TopicPartition(out_topic(backend), 0), _rows("a"))
+    other = holder(served, backend.ledger_topic)  # opens before the task's ledger record
+    message = protocol.prepare_task(first, 0, 0, 0)
+    assert message.committed
+    with Log.open(served.path) as log:  # the commit is there, hidden behind the open one
+        ledger = TopicPartition(backend.ledger_topic, 0)
+        assert log.consumer("read_committed").read(ledger, 0) == []
+        assert len(log.consumer("read_uncommitted").read(ledger, 0)) == 2
+    release = threading.Timer(1.0, lambda: other.abort_transaction(30))
+    release.start()
+    try:
+        assert protocol.begin_task(0, 0) is None  # skipped: it waited and found the commit
+    finally:
+        release.join()
+    assert committed_values(served, out_topic(backend)) == [b"a"]
+
+
+def test_a_ledger_held_back_too_long_fails_the_lookup_clearly(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    backend.last_committed_batch("nobody")
+    impatient = KafkaBackend(backend.cluster, ledger_topic=backend.ledger_topic, timeout_s=2)
+    other = holder(served, backend.ledger_topic)
+    try:
+        with pytest.raises(InvalidTxnStateError, match=r"last stable offset stayed at 0.*open"):
+            impatient.task_committed(SINK.sink_id, 0, 0)
+    finally:
+        other.abort_transaction(30)
+        impatient.close()
+    assert not impatient.task_committed(SINK.sink_id, 0, 0)
+
+
+def test_the_lookup_finds_a_key_far_back_and_the_newest_record_of_a_key(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    """Tail windows grow: a key 1000 records back is found, and a key written twice answers
+    with its newest record (Spark's batch ids only grow per task)."""
+    backend.last_committed_batch("nobody")
+    producer = Producer({"bootstrap.servers": served.bootstrap, "transactional.id": "filler"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    records = [LedgerRecord("far", 3, 0, ("far-0",)), LedgerRecord("twice", 1, 0, ("t-0",))]
+    records += [LedgerRecord(f"s{i}", 0, i, (f"s-{i}",)) for i in range(1000)]
+    records += [LedgerRecord("twice", 7, 0, ("t-0",))]
+    for record in records:
+        producer.produce(backend.ledger_topic, record.value(), record.key, partition=0)
+    producer.commit_transaction(30)
+    assert backend.task_committed("far", 3, 0)
+    assert not backend.task_committed("far", 4, 0)
+    assert backend.task_committed("twice", 7, 0)
+    assert not backend.task_committed("twice", 8, 0)
+    assert not backend.task_committed("absent", 0, 0)
+
+
+def run_task_process(
+    served: ServeProcess, backend: KafkaBackend, *values: str, crash: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLOG_CRASH")}
+    if crash is not None:
+        env["TXNLOG_CRASH_POINT"] = crash
+    args = [served.bootstrap, backend.ledger_topic, out_topic(backend), "0", "0", *values]
+    return subprocess.run(
+        [sys.executable, "-m", "tests.commit_protocol.kafka_task_process", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_task_killed_before_its_commit_leaves_nothing_and_its_retry_commits_once(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    killed = run_task_process(served, backend, "a", "b", crash="kafka_task.before_commit")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert committed_values(served, out_topic(backend)) == []
+    retry = run_task_process(served, backend, "a", "b")
+    assert retry.stdout.split() == ["committed"], retry.stderr
+    assert committed_values(served, out_topic(backend)) == [b"a", b"b"]
+
+
+def test_a_task_killed_after_its_commit_is_skipped_by_its_retry(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    killed = run_task_process(served, backend, "a", "b", crash="kafka_task.after_commit")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert committed_values(served, out_topic(backend)) == [b"a", b"b"]
+    retry = run_task_process(served, backend, "a", "b")
+    assert retry.stdout.split() == ["skipped"], retry.stderr
+    assert committed_values(served, out_topic(backend)) == [b"a", b"b"]
+    protocol = SinkCommitProtocol(backend, SINK)
+    skipped = protocol.skipped_task(0, 0, 1)
+    assert protocol.commit(0, [skipped], offsets=[]) is True
+    assert backend.last_committed_batch(SINK.sink_id) == 0
+    assert protocol.commit(0, [skipped]) is False
+
+
+def test_the_driver_refuses_a_message_whose_task_did_not_commit(backend: KafkaBackend) -> None:
+    protocol = SinkCommitProtocol(backend, SINK)
+    uncommitted = TaskCommit(SINK.sink_id, 0, 0, 0, "killed-0")
+    with pytest.raises(InvalidTxnStateError, match="did not commit its transaction"):
+        protocol.commit(0, [uncommitted])
+    assert backend.last_committed_batch(SINK.sink_id) is None
+
+
+def _rows(*values: str) -> object:
+    import pyarrow as pa
+
+    return pa.record_batch([pa.array([v.encode() for v in values], pa.binary())], ["value"])
+
+
+def test_a_fresh_sink_searches_the_ledger_from_where_it_began_only(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    """``df.write``'s sink starts at ``ledger_end()``: its tasks' lookups read what followed,
+    and still find a commit of their own (a retried task after its first attempt committed)."""
+    old = SinkCommitProtocol(backend, SINK)
+    assert old.commit(0, [_committed(old, backend, 0, "old")])
+    since = backend.ledger_end()
+    assert since > 0
+    assert backend.task_committed(SINK.sink_id, 0, 0)
+    assert not backend.task_committed(SINK.sink_id, 0, 0, since=since)  # before ``since``
+    write = SinkIdentity("spark-write-w1", "w1", None, ledger_since=since)
+    fresh = SinkCommitProtocol(backend, write)
+    first = _committed(fresh, backend, 0, "new")
+    assert fresh.begin_task(0, 0) is None  # the retry finds the first attempt's commit
+    assert fresh.commit(0, [first])
+    assert committed_values(served, out_topic(backend)) == [b"old", b"new"]
+
+
+def _committed(
+    protocol: SinkCommitProtocol, backend: KafkaBackend, task: int, value: str
+) -> TaskCommit:
+    transaction = protocol.begin_task(0, task)
+    assert transaction is not None
+    transaction.write(TopicPartition(out_topic(backend), 0), _rows(value))
+    return protocol.prepare_task(transaction, 0, task, 0)

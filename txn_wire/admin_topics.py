@@ -1,0 +1,147 @@
+"""CreateTopics (19) and DescribeConfigs (32): what an AdminClient needs to create a topic and
+read its limits (issue 16 item 3; the sink's ``createTopic`` and ledger topic, its
+``max.message.bytes``).
+
+CreateTopics, per topic, as Kafka's ``ZkAdminManager.createTopics`` answers:
+
+    name not legal (Kafka's rule)               INVALID_TOPIC_EXCEPTION (17)
+    the same name twice in one request          INVALID_REQUEST (42), for each copy
+    topic exists                                TOPIC_ALREADY_EXISTS (36)
+    num_partitions < 1 (-1: the server default)  INVALID_PARTITIONS (37)
+    replication_factor > 1 (-1: the default)    INVALID_REPLICATION_FACTOR (38): one broker
+    manual replica assignments                  INVALID_REQUEST (42)
+    an unknown config or a bad value            INVALID_CONFIG (40)
+
+Everything is validated before the topic is written (``Log.create_topic``), so a refused topic
+leaves nothing behind; ``validate_only`` validates and creates nothing. A topic created
+concurrently by another peer of the directory is TOPIC_ALREADY_EXISTS, as in Kafka.
+
+DescribeConfigs answers topic resources (type 2) from the topic's ``TopicConfig`` (every key,
+or the keys asked for; source DYNAMIC_TOPIC_CONFIG where the value differs from the default,
+else DEFAULT_CONFIG); a broker resource (type 4) is answered with no configs; an unknown topic
+is UNKNOWN_TOPIC_OR_PARTITION (3), another resource type INVALID_REQUEST (42). Thread-safe:
+runs on worker threads like every blocking handler.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from txn_log.errors import InvalidPartitionsError, TopicAlreadyExistsError, TxnLogError
+from txn_log.topic_config import TopicConfig, validate_topic_name
+from txn_wire.broker import Broker, error_code
+from txn_wire.codec import Plain, Request
+
+CREATE_TOPICS = 19
+DESCRIBE_CONFIGS = 32
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REQUEST = 42
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+DYNAMIC_TOPIC_CONFIG = 1
+DEFAULT_CONFIG = 5
+_CONFIG_TYPES = {bool: 1, str: 2, int: 5, float: 6}  # Kafka's ConfigType: BOOLEAN .. DOUBLE
+
+
+def handle_create_topics(broker: Broker, request: Request) -> Plain:
+    body = request.body
+    topics = body.get("topics") or []
+    counts = Counter(topic["name"] for topic in topics)
+    validate_only = bool(body.get("validate_only", False))
+    return {"topics": [_create(broker, t, counts[t["name"]] > 1, validate_only) for t in topics]}
+
+
+def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) -> Plain:
+    name = topic["name"]
+    partitions = topic.get("num_partitions", -1)
+    partitions = broker.config.default_partitions if partitions == -1 else partitions
+    replication = topic.get("replication_factor", -1)
+    configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
+    result = {"name": name, "num_partitions": -1, "replication_factor": -1, "configs": None}
+    try:
+        if duplicate:
+            return _refused(result, INVALID_REQUEST, f"topic {name!r} appears twice")
+        validate_topic_name(name)
+        if topic.get("assignments"):
+            return _refused(result, INVALID_REQUEST, "manual replica assignments are not supported")
+        if replication not in (-1, 1):
+            return _refused(
+                result,
+                INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication} is larger than the 1 available broker",
+            )
+        if partitions < 1:
+            raise InvalidPartitionsError(
+                f"number of partitions must be at least 1, got {partitions}"
+            )
+        config = TopicConfig.from_mapping(configs)
+        if name in broker.log.topics(include_internal=True):
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        if not validate_only:
+            broker.log.create_topic(name, partitions, configs)
+    except TxnLogError as error:
+        return _refused(result, error_code(error, CREATE_TOPICS), str(error))
+    return {
+        **result,
+        "error_code": 0,
+        "error_message": None,
+        "num_partitions": partitions,
+        "replication_factor": 1,
+        "configs": [_config_entry(key, entry) for key, entry in _values(config).items()],
+    }
+
+
+def _refused(result: Plain, code: int, message: str) -> Plain:
+    return {**result, "error_code": code, "error_message": message}
+
+
+def _values(config: TopicConfig) -> dict[str, tuple[Any, bool]]:
+    """Kafka-named keys → (value, whether it differs from the default)."""
+    defaults = TopicConfig().to_mapping()
+    return {key: (value, value != defaults[key]) for key, value in config.to_mapping().items()}
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _config_entry(key: str, entry: tuple[Any, bool]) -> Plain:
+    value, dynamic = entry
+    return {
+        "name": key,
+        "value": _text(value),
+        "read_only": False,
+        "config_source": DYNAMIC_TOPIC_CONFIG if dynamic else DEFAULT_CONFIG,
+        "is_default": not dynamic,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": _CONFIG_TYPES.get(type(value), 0),
+        "documentation": None,
+    }
+
+
+def handle_describe_configs(broker: Broker, request: Request) -> Plain:
+    return {"results": [_describe(broker, r) for r in request.body.get("resources") or []]}
+
+
+def _describe(broker: Broker, resource: Plain) -> Plain:
+    kind, name = resource["resource_type"], resource["resource_name"]
+    result = {"resource_type": kind, "resource_name": name, "configs": []}
+    if kind == BROKER_RESOURCE:
+        return {**result, "error_code": 0, "error_message": None}
+    if kind != TOPIC_RESOURCE:
+        return _refused(result, INVALID_REQUEST, f"resource type {kind} is not served")
+    try:
+        config = broker.log.topic_config(name)
+    except TxnLogError as error:
+        return _refused(result, error_code(error, DESCRIBE_CONFIGS), str(error))
+    keys = resource.get("configuration_keys")
+    values = _values(config)
+    chosen = values if keys is None else {k: values[k] for k in keys if k in values}
+    return {
+        **result,
+        "error_code": 0,
+        "error_message": None,
+        "configs": [_config_entry(key, entry) for key, entry in chosen.items()],
+    }
