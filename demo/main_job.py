@@ -29,7 +29,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from demo.pipeline import create_topics, kill_group, progress_totals, sink_backend, spawn, verify
+from demo.pipeline import create_topics, kill_group, progress_totals, sink_ledgers, spawn, verify
 from demo.served import start_serve
 from txn_log.log import Log
 
@@ -39,7 +39,7 @@ def wait_for_batches(log_dir: Path, count: int, timeout_s: float, bootstrap: str
     deadline = time.monotonic() + timeout_s
     committed = 0
     while time.monotonic() < deadline:
-        ledgers = sink_backend(Log.open(log_dir, read_only=True), bootstrap).ledgers()
+        ledgers = sink_ledgers(Log.open(log_dir, read_only=True), bootstrap)
         committed = max((entry.batch_id + 1 for entry in ledgers), default=0)
         if committed >= count:
             break
@@ -129,7 +129,7 @@ def print_report(
     ]
     print("\n".join(f"{name:<28} {value}" for name, value in lines))
     log = Log.open(log_dir, read_only=True)
-    ledgers = sink_backend(log, bootstrap).ledgers()
+    ledgers = sink_ledgers(log, bootstrap)
     if ledgers:
         group = ledgers[-1].group_id
         committed = log.committed(group, log.partitions("orders")) if group else {}

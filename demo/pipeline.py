@@ -26,14 +26,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from commit_protocol.backend import LogBackend
 from commit_protocol.embedded import EmbeddedBackend
 from commit_protocol.messages import LedgerEntry
 from demo.spark_session import local_session
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 from txn_sink.options import SinkOptions
-from txn_sink.topics import open_backend
 
 INPUT, OUTPUT = "orders", "orders_clean"
 # The output topic is narrower than the input, so the rows of one input partition (one task)
@@ -168,11 +166,20 @@ def _kafka(builder: Any, bootstrap: str) -> Any:
     return builder.option("kafka.bootstrap.servers", bootstrap)
 
 
-def sink_backend(log: Log, bootstrap: str | None) -> LogBackend:
-    """The sink's backend: the log's own ledger, or (Kafka mode) the cluster's ledger topic."""
+def sink_ledgers(log: Log, bootstrap: str | None) -> tuple[LedgerEntry, ...]:
+    """The sink's ledger: the log's own, or (Kafka mode) the cluster's ledger topic, read by a
+    backend of its own that is closed at once (no client left polling a stopped server)."""
     if bootstrap is None:
-        return EmbeddedBackend(log)
-    return open_backend(SinkOptions.parse({"kafka.bootstrap.servers": bootstrap}))
+        return EmbeddedBackend(log).ledgers()
+    from commit_protocol.kafka_backend import KafkaBackend
+
+    cluster = SinkOptions.parse({"kafka.bootstrap.servers": bootstrap}).cluster
+    assert cluster is not None
+    backend = KafkaBackend(cluster)
+    try:
+        return backend.ledgers()
+    finally:
+        backend.close()
 
 
 def spawn(
@@ -242,7 +249,7 @@ def verify(log_dir: Path, bootstrap: str | None = None) -> Report:
     (``bootstrap``: a ``txnlog serve`` of ``log_dir``) the ledger is the cluster's, and the
     output read by a confluent-kafka read_committed consumer must equal the files' own."""
     with Log.open(log_dir) as log:
-        report = _verify(log, sink_backend(log, bootstrap))
+        report = _verify(log, sink_ledgers(log, bootstrap))
         if bootstrap is not None:
             files = read_all(log, OUTPUT, "read_committed")
             wire = read_all_kafka(bootstrap, OUTPUT, list(files))
@@ -317,14 +324,13 @@ def _compare(
     report.order_violations = order_violations(committed_in, out)
 
 
-def _verify(log: Log, backend: LogBackend) -> Report:
+def _verify(log: Log, ledgers: tuple[LedgerEntry, ...]) -> Report:
     report = Report()
     committed_in = read_all(log, INPUT, "read_committed")
     all_in = read_all(log, INPUT, "read_uncommitted")
     out = read_all(log, OUTPUT, "read_committed")
     _compare(report, committed_in, out)
     report.aborted_skipped = sum(map(len, all_in.values())) - report.records_in
-    ledgers = backend.ledgers()
     report.micro_batches = sum(entry.batch_id + 1 for entry in ledgers)
     report.group_offsets_match = group_offsets_match(log, ledgers)
     report.lso_at_log_end = all(

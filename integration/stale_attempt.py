@@ -1,13 +1,15 @@
 """One attempt of a sink write task in a process of its own, as a Spark executor runs it
 (``txn_sink.task_writer.write_task``), for the stale-attempt fault scenario.
 
-    python -m integration.stale_attempt LOG_DIR ATTEMPT ROWS [--pause-after N]
+    python -m integration.stale_attempt LOG_DIR ATTEMPT ROWS [--pause-after N] [--bootstrap B]
 
 Writes ``ROWS`` rows (``row-<i>``, keyed, to topic ``orders_clean``) as task 0 of batch 0 of
 sink ``stale-test``, one appended batch per row. With ``--pause-after N`` the process stops
 itself with SIGSTOP after N rows are in the log, as a task frozen by a long GC pause or a
 swapped-out executor; when the test sends SIGCONT it goes on with the rest. On success it
 prints the commit message (base64 pickle) on stdout; on failure it exits 1 with the error.
+With ``--bootstrap`` the task writes in Kafka mode, to the ``txnlog serve`` at that address
+(the task then commits its own transaction).
 """
 
 from __future__ import annotations
@@ -48,8 +50,12 @@ def main() -> int:
     parser.add_argument("attempt", type=int)
     parser.add_argument("rows", type=int)
     parser.add_argument("--pause-after", type=int)
+    parser.add_argument("--bootstrap")
     args = parser.parse_args()
-    options = SinkOptions.parse({"path": args.log_dir, "topic": TOPIC, "batch.size": "1"})
+    where = (
+        {"kafka.bootstrap.servers": args.bootstrap} if args.bootstrap else {"path": args.log_dir}
+    )
+    options = SinkOptions.parse({**where, "topic": TOPIC, "batch.size": "1"})
     try:
         message, _ = write_task(
             options,
