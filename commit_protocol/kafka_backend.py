@@ -54,6 +54,7 @@ from commit_protocol.kafka_task import (
     ClusterSettings,
     KafkaTaskTransaction,
     client_error,
+    fenced_producer,
     producer_config,
 )
 from commit_protocol.messages import LedgerEntry, TxnRef
@@ -291,13 +292,7 @@ class KafkaBackend:
         driver left open, and nothing else can commit under the id since."""
         producer = self._drivers.get(transactional_id)
         if producer is None:
-            producer = Producer(
-                producer_config(self.cluster, transactional_id, 60_000, "none", 16384, 1024**2)
-            )
-            try:
-                producer.init_transactions(self.timeout_s)
-            except KafkaException as error:
-                raise client_error(error, f"fencing transaction {transactional_id!r}") from None
+            producer = self._fence(transactional_id)
             self._drivers[transactional_id] = producer
         return producer
 
@@ -315,14 +310,16 @@ class KafkaBackend:
     def abort_transaction(self, transactional_id: str) -> bool:
         """Fence ``transactional_id``: whatever it had open is aborted. True: Kafka does not
         say whether anything was open."""
-        producer = Producer(
-            producer_config(self.cluster, transactional_id, 60_000, "none", 16384, 1024**2)
-        )
+        self._fence(transactional_id)
+        return True
+
+    def _fence(self, transactional_id: str) -> Producer:
+        """A fresh producer of ``transactional_id`` that fenced every earlier one."""
+        config = producer_config(self.cluster, transactional_id, 60_000, "none", 16384, 1024**2)
         try:
-            producer.init_transactions(self.timeout_s)
+            return fenced_producer(config, self.timeout_s, self.ledger_topic)
         except KafkaException as error:
             raise client_error(error, f"fencing transactional id {transactional_id!r}") from None
-        return True
 
     def committed_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]

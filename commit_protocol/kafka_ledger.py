@@ -210,7 +210,7 @@ class LedgerReader:
                     f"ledger topic {self.topic!r}: reading offsets {low}..{high} stopped at "
                     f"{position} for {self._timeout_s:.0f} s"
                 )
-            for message in self._consumer.consume(500, 0.1):
+            for message in self._consumer.consume(500, 0.01):
                 error = message.error()
                 if error is not None:
                     raise ConfigError(f"reading ledger topic {self.topic!r}: {error}")
