@@ -6,7 +6,10 @@ closed segments below the last stable offset, keeping the newest record per key:
 - cleanable range: from the log start, the closed segments (never the active one) that end at
   or below the LSO (B-17: never past the first unstable offset) and whose newest record is at
   least ``min.compaction.lag.ms`` old. It runs when the bytes written since the last cleaning
-  (``cleaner-offset-checkpoint``) are at least ``min.cleanable.dirty.ratio`` of the range;
+  (``cleaner-offset-checkpoint``) are at least ``min.cleanable.dirty.ratio`` of the range, or
+  when that dirty section holds a batch older than ``max.compaction.lag.ms`` (KIP-354; the
+  housekeeping pass rolls a quiet partition's active segment by the same deadline and cleans
+  the due partitions dirtiest first: ``cleaning_priority``);
 - the offset map (key → newest offset) is built from the dirty section (from the checkpoint
   on; the clean section was already cleaned against itself), from committed and
   non-transactional records only: aborted records, found by the aborted-transaction index
@@ -25,6 +28,12 @@ closed segments below the last stable offset, keeping the newest record per key:
 - a batch that keeps every record is copied as is; one that loses some is rebuilt from its
   surviving records' bytes (``batch_rewriter``); a segment that loses nothing is not rewritten.
 
+Before each swap the cleaner raises the partition's ``cleaner_horizon`` durably (how far it has
+rewritten segments, and the end of the tombstones and markers it removed), so that the state
+snapshots of the internal topics stay valid across a cleaning below them (``state_snapshot``).
+Every byte read and written is reported to an optional ``Throttler``
+(``log.cleaner.io.max.bytes.per.second``).
+
 Each changed segment is replaced through ``cleaner_swap`` (write ``.cleaned`` without the lock,
 then commit and finish the swap under the partition lock: the lock is held for a few renames,
 not while cleaning). One cleaner at a time per partition across processes
@@ -42,7 +51,8 @@ from pathlib import Path
 from txn_log.errors import LogLockedError, StorageError, UnknownTopicOrPartitionError
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader, parse_header
-from txn_log.storage.batch_rewriter import iter_raw_records, range_keeper, rebuild_batch
+from txn_log.storage.batch_rewriter import RawRecord, iter_raw_records, range_keeper, rebuild_batch
+from txn_log.storage.cleaner_horizon import advance_horizon
 from txn_log.storage.cleaner_swap import (
     CLEANER_LOCK_FILE,
     commit_swap,
@@ -114,6 +124,7 @@ class _Context:
     records_removed: int = 0
     batches_removed: int = 0
     throttler: Throttler | None = None
+    removed_end: int = 0  # exclusive end of the tombstones and markers removed so far
 
     def charge(self, byte_count: int) -> None:
         """Report bytes read or written to the throttler (log.cleaner.io.max.bytes.per.second)."""
@@ -157,25 +168,35 @@ def _build_offset_map(segments: list[LogSegment], context: _Context) -> None:
                     context.offset_map[record.key] = record.offset
 
 
+def _kept_records(
+    records: list[RawRecord], header: BatchHeader, context: _Context
+) -> list[RawRecord]:
+    """The records of a committed or non-transactional batch that stay: no newer record has
+    their key, and they are not a tombstone past the delete horizon (recorded in
+    ``removed_end``: a snapshot before it must not miss it, ``cleaner_horizon``)."""
+    kept = []
+    for record in records:
+        if record.key is not None:
+            if context.offset_map.get(record.key, record.offset) != record.offset:
+                continue
+            if record.is_tombstone and context.past_horizon(header):
+                context.removed_end = max(context.removed_end, record.offset + 1)
+                continue
+        kept.append(record)
+    return kept
+
+
 def _clean_batch(header: BatchHeader, data: bytes, context: _Context) -> bytes | None:
     """The batch's bytes after cleaning (``data`` itself when unchanged), None when it goes."""
     producer_id = header.producer_id
     if header.is_control:
         retained = context.txn_retained.pop(producer_id, False)
-        return data if retained or not context.past_horizon(header) else None
+        if retained or not context.past_horizon(header):
+            return data
+        context.removed_end = max(context.removed_end, header.next_offset)  # cleaner_horizon
+        return None
     records = list(iter_raw_records(data, header))
-    if context.aborted.is_aborted(header):
-        kept = []
-    else:
-        kept = [
-            r
-            for r in records
-            if r.key is None
-            or (
-                context.offset_map.get(r.key, r.offset) == r.offset
-                and not (r.is_tombstone and context.past_horizon(header))
-            )
-        ]
+    kept = [] if context.aborted.is_aborted(header) else _kept_records(records, header, context)
     context.records_removed += len(records) - len(kept)
     if len(kept) == len(records):
         result: bytes | None = data
@@ -353,11 +374,14 @@ def _clean_locked(
     _build_offset_map([s for s in chosen if s.base_offset >= first_dirty], context)
     cleaned: list[int] = []
     before = after = 0
+    ends = {s.base_offset: following.base_offset for s, following in itertools.pairwise(segments)}
     for segment in chosen:
         result = _clean_segment(segment, context)
         if result is None:
             continue
         batches, headers = result
+        # before the swap: no process may see a cleaned segment the horizon does not cover
+        advance_horizon(directory, ends[segment.base_offset], context.removed_end)
         txn_raw = _read_if_exists(segment.txn_index.path)  # copied unchanged (cleaner_swap)
         size = write_cleaned(directory, segment.base_offset, batches, headers, txn_raw,
                              config.index_interval_bytes)  # fmt: skip
