@@ -58,21 +58,19 @@ import base64
 import logging
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 import crc32c
 
 from txn_log.errors import CorruptRecordError, CorruptSnapshotError, OffsetOutOfRangeError
+from txn_log.record.batch_header import BatchHeader
 from txn_log.storage.cleaner_horizon import CleanerHorizon, read_horizon
 from txn_log.storage.durable_file import is_temp_name, write_durably
 from txn_log.storage.producer_snapshot import CRC_START, HEADER, check_header
-
-if TYPE_CHECKING:  # annotations only: the loader below the reader imports this module
-    from txn_log.storage.partition_reader import PartitionReader
 
 logger = logging.getLogger(__name__)
 _S = TypeVar("_S")
@@ -103,6 +101,21 @@ NO_TOPIC_ID = bytes(16)
 
 if RECORDS_OFFSET != 48 or CRC_START != 6:  # pragma: no cover - layout guard
     raise ImportError("state snapshot layout drifted from its documented offsets")
+
+
+class PartitionReader(Protocol):
+    """What snapshots need of a partition (``storage.partition_reader.PartitionReader`` has it;
+    a protocol, because the loader below that reader deletes snapshots: ``delete_past``)."""
+
+    @property
+    def topic_id(self) -> str | None: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def read(
+        self, start_offset: int, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]: ...
 
 
 class SnapshotKind(IntEnum):
@@ -237,7 +250,7 @@ def fingerprint_at(reader: PartitionReader, end_offset: int) -> BatchFingerprint
         if header.next_offset == end_offset:
             return BatchFingerprint(header.base_offset, header.crc)
         break
-    raise ValueError(f"{reader.topic_partition}: no batch ends at offset {end_offset}")
+    raise ValueError(f"no batch ends at offset {end_offset}")
 
 
 def unusable_because(
