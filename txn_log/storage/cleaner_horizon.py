@@ -34,7 +34,7 @@ from pathlib import Path
 import crc32c
 
 from txn_log.errors import CorruptSnapshotError
-from txn_log.storage.durable_file import write_durably
+from txn_log.storage.durable_file import is_temp_name, write_durably
 from txn_log.storage.producer_snapshot import CRC_START, HEADER, check_header
 
 HORIZON_FILE = "cleaner-horizon"
@@ -92,8 +92,14 @@ def read_horizon(directory: Path) -> CleanerHorizon:
 
 def advance_horizon(directory: Path, cleaned_end_offset: int, removed_end_offset: int) -> None:
     """Raise the recorded horizon to cover a segment about to be swapped in (durably, before
-    the swap; under the cleaner lock). A corrupt file is replaced by an unbounded one."""
+    the swap; under the cleaner lock, so a temporary file of an earlier writer is a leftover of
+    one SIGKILLed, removed here). A corrupt file is replaced by an unbounded one."""
+    for leftover in directory.glob(f".{HORIZON_FILE}.*"):  # of a writer SIGKILLed mid-write
+        if is_temp_name(leftover.name):
+            leftover.unlink(missing_ok=True)
     current = read_horizon(directory)
     merged = current.merged(cleaned_end_offset, removed_end_offset)
     if merged != current or not (directory / HORIZON_FILE).exists():
-        write_durably(directory / HORIZON_FILE, encode_horizon(merged))
+        write_durably(
+            directory / HORIZON_FILE, encode_horizon(merged), fault_name="cleaner.horizon"
+        )
