@@ -8,8 +8,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.txn_log.cleaner.test_cleaner_internal_topics import DATA, _run_transactions
 from txn_log.clock import ManualClock
+from txn_log.errors import ConfigError, InvalidConfigError
 from txn_log.file_lock import FileLock
 from txn_log.housekeeping import HousekeepingPass
 from txn_log.log import Log
@@ -261,3 +264,17 @@ def test_an_append_to_a_compacted_topic_rolls_past_max_compaction_lag(tmp_path: 
         producer.send(topic.topic, b"2", key=b"k", partition=0)
         producer.flush()
         assert len(log.partition_log(topic).segments) == 2
+
+
+@pytest.mark.parametrize("rate", [0, -5, "fast", True])
+def test_a_bad_cleaner_io_rate_is_refused_naming_the_option(tmp_path: Path, rate: object) -> None:
+    with pytest.raises(ConfigError, match="cleaner_io_max_bytes_per_second") as caught:
+        Log.open(tmp_path / "log", cleaner_io_max_bytes_per_second=rate)  # type: ignore[arg-type]
+    assert "positive number of bytes per second" in str(caught.value)
+    assert not (tmp_path / "log").exists()  # refused before anything was created
+
+
+def test_a_bad_max_compaction_lag_is_refused_naming_the_option() -> None:
+    with pytest.raises(InvalidConfigError, match=r"max\.compaction\.lag\.ms") as caught:
+        TopicConfig.from_mapping({"max.compaction.lag.ms": "0"})
+    assert "the minimum is 1" in str(caught.value)
