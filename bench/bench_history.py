@@ -39,17 +39,18 @@ ratio to the first (1,000) case. Target: ratio <= 1.5 at 100,000.
 Disk (issue 14 item 2): after the timings, each size's log gets a cleaning pass
 (``LogManager.clean``, as ``txnlog clean PATH``: every compacted partition, whatever its dirty
 ratio) and the two internal topics' sizes are printed again, with a fresh process timed on the
-cleaned log; the next size extends the cleaned log, as a log whose housekeeping cleans along
-the way. The cleaner never touches the active segment (B-17), and the internal topics' default
-``segment.bytes`` is 100 MiB (Kafka's), so with the default config a history of these sizes
-may still sit whole in its active segment, uncleaned: that figure is printed as it is. So the
-whole run is done twice, on two logs: ``default`` and ``segment.bytes=<--segment-bytes>``
-(default 1 MiB; the bench rewrites the two internal topics' config files right after creating
-the log, before anything is written: there is no alter-configs API), where segments roll and
-get cleaned. The point to read off: cleaned, the size follows the live transactional ids and
-groups (4 of each here), not the history. Transaction markers in ``__consumer_offsets`` are
-kept ``delete.retention.ms`` (24 h by default, B-18) after their data is cleaned, so within a
-day of history they still count; ``--delete-retention-ms`` lowers that too for the second log.
+cleaned log and the snapshot it started from (a cleaning below a snapshot leaves it usable);
+the next size extends the cleaned log, as a log whose housekeeping cleans along the way. The
+cleaner never touches the active segment (B-17), and the internal topics' default
+``segment.bytes`` is 100 MiB (Kafka's), so with the default config a history of these sizes may
+still sit whole in its active segment, uncleaned: that figure is printed as it is. So the whole
+run is done twice, on two logs: ``default`` and ``segment.bytes=<--segment-bytes>`` (default 1
+MiB; the bench rewrites the two internal topics' config files right after creating the log,
+before anything is written: there is no alter-configs API), where segments roll and get
+cleaned. The point to read off: cleaned, the size follows the live transactional ids and groups
+(4 of each here), not the history. Transaction markers in ``__consumer_offsets`` are kept
+``delete.retention.ms`` (24 h by default, B-18) after their data is cleaned, so within a day of
+history they still count; ``--delete-retention-ms`` lowers that too for the second log.
 
     .venv/bin/python bench/bench_history.py [--sizes 1000,20000,100000] [--runs 3]
         [--segment-bytes 1048576] [--delete-retention-ms MS] [--lowered-only]
@@ -222,7 +223,7 @@ def run_history(
         f"{'ratio':>6} {'cpu s':>6} {'cpu r':>6} {'snapshot':>9} "
         f"{'__transaction_state':>20} {'__consumer_offsets':>19} "
         f"| {'clean s':>7} {'segs':>5} {'cleaned state':>14} {'cleaned offsets':>15} "
-        f"{'fresh s':>8}"
+        f"{'fresh s':>8} {'snapshot':>9}"
     )
     path = tmp / label.replace(" ", "_").replace("=", "-").replace(",", "_")
     with Log.open(path, housekeeping_interval_ms=None) as log:
@@ -244,13 +245,13 @@ def run_history(
         state, offsets = sizes(path)
         clean_s, segments = clean(path)
         cleaned_state, cleaned_offsets = sizes(path)
-        after, _, _, _ = timed_runs(path, runs)
+        after, _, _, after_snapshot = timed_runs(path, runs)
         print(
             f"{size:>9,} {build_s:>8.1f} {warm_s:>9.3f} {fresh:>8.3f} {fastest:>6.3f} "
             f"{fresh / base:>6.2f} {cpu:>6.3f} {cpu / base_cpu:>6.2f} {snapshot:>9} "
             f"{state:>20,} {offsets:>19,} "
             f"| {clean_s:>7.2f} {segments:>5} {cleaned_state:>14,} {cleaned_offsets:>15,} "
-            f"{after:>8.3f}",
+            f"{after:>8.3f} {after_snapshot:>9}",
             flush=True,
         )
     ratio = fresh / (base or fresh)
