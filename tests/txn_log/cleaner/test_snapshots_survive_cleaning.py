@@ -12,8 +12,11 @@ Seeds: ``TXNLOG_TEST_SEED=<n>``.
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,8 @@ from tests.txn_log.coordinator.test_coordinator_snapshot import (
     _truncate_state_log_below,
 )
 from tests.txn_log.snapshot_history import (
+    IDS,
+    LEDGERS,
     full_replay_state,
     observed_state,
     run_history,
@@ -41,6 +46,7 @@ STATE = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
 OFFSETS = TopicPartition(CONSUMER_OFFSETS_TOPIC, 0)
 KINDS = {STATE: SnapshotKind.COORDINATOR, OFFSETS: SnapshotKind.GROUP_OFFSETS}
 DAY_MS = 86_400_000
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _seed() -> int:
@@ -53,21 +59,45 @@ def _newest(path: Path, tp: TopicPartition) -> int:
     return int(snapshot_files(path, tp.directory_name)[-1].name[:20])
 
 
-def _history_then_clean(path: Path, clock: ManualClock, *, advance_ms: int = 0) -> None:
-    """Snapshots every 9 records, then more history without snapshots (it supersedes what the
-    newest snapshot's batch holds), ``advance_ms``, then roll and clean both internal topics."""
+def _history_then_clean(
+    path: Path, clock: ManualClock, *, advance_ms: int = 0, rewrite_snapshot_batch: bool = False
+) -> None:
+    """Snapshots every 9 records, then more history without snapshots, ``advance_ms``, then
+    roll and clean both internal topics. With ``rewrite_snapshot_batch`` every transactional id
+    and ledger writes once more before the cleaning, so the cleaner rewrites or removes the
+    batch the newest coordinator snapshot was taken after (the old exact-fingerprint rule would
+    then refuse it): what the test is about, whatever the seed."""
     rng = random.Random(_seed())
     with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
         set_intervals(log, 9)
-        run_history(log, rng, 60)
+        first = run_history(log, rng, 60)
         set_intervals(log, 10**9)  # no newer snapshot: the cleaning happens below them
-        run_history(log, rng, 40)
+        second = run_history(log, rng, 40)
         clock.advance(advance_ms)
         run_history(log, rng, 6)
+        if rewrite_snapshot_batch:
+            _write_every_key_again(log, first["sequences"], second["sequences"])
         for tp in (STATE, OFFSETS):
             log.partition_log(tp).roll()  # the active segment is never cleaned
         stats = log.log_manager.clean()
         assert {s.topic_partition for s in stats if s.segments_cleaned} >= {str(STATE)}
+    if rewrite_snapshot_batch:
+        assert _fingerprint_changed(path, STATE)
+
+
+def _write_every_key_again(log: Log, *sequences: dict[str, int]) -> None:
+    """One more transaction per transactional id and one more atomic commit per ledger (at a
+    sequence past every one used: a ledger ignores a sequence it has committed)."""
+    for tid in IDS:
+        producer = log.producer(tid)
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("data", b"again", partition=0)
+        producer.commit_transaction()
+        producer.close()
+    for ledger in LEDGERS:
+        last = max(s.get(ledger, 0) for s in sequences)
+        log.coordinator.commit_transactions(ledger, last + 1, [])
 
 
 def _fingerprint_changed(path: Path, tp: TopicPartition) -> bool:
@@ -86,8 +116,7 @@ def test_c22_snapshots_are_loaded_after_a_cleaning_below_them_and_equal_a_full_r
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "log"
-    _history_then_clean(path, ManualClock())
-    assert _fingerprint_changed(path, STATE) or _fingerprint_changed(path, OFFSETS)
+    _history_then_clean(path, ManualClock(), rewrite_snapshot_batch=True)
     fresh = observed_state(path)
     assert fresh.coordinator_snapshot == _newest(path, STATE)  # loaded, not replayed
     assert fresh.offsets_snapshot == _newest(path, OFFSETS)
@@ -101,7 +130,7 @@ def test_c22_a_writable_process_restarted_after_cleaning_starts_from_the_snapsho
     commit, which work on the state the snapshot gave."""
     path = tmp_path / "log"
     clock = ManualClock()
-    _history_then_clean(path, clock)
+    _history_then_clean(path, clock, rewrite_snapshot_batch=True)
     with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
         producer = log.producer("task-0")
         producer.init_transactions()
@@ -111,6 +140,33 @@ def test_c22_a_writable_process_restarted_after_cleaning_starts_from_the_snapsho
         assert log.coordinator.started_from_snapshot == _newest(path, STATE)
         producer.close()
     assert same_state(observed_state(path), full_replay_state(path, tmp_path))
+
+
+FRESH_PROCESS = """
+import pickle, sys
+from pathlib import Path
+from tests.txn_log.snapshot_history import observed_state
+state = observed_state(Path(sys.argv[1]))
+print(state.coordinator_snapshot, state.offsets_snapshot)
+print(pickle.dumps((state.transactions, state.ledgers, state.groups)).hex())
+"""
+
+
+def test_c22_a_new_os_process_after_cleaning_loads_the_snapshots_with_full_replay_state(
+    tmp_path: Path,
+) -> None:
+    """The restart is a real new process: it reports the snapshots it started from and its
+    state, which equals the full replay's (computed here, from a copy without snapshots)."""
+    path = tmp_path / "log"
+    _history_then_clean(path, ManualClock(), rewrite_snapshot_batch=True)
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, str(path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    started, state = done.stdout.splitlines()
+    assert started == f"{_newest(path, STATE)} {_newest(path, OFFSETS)}"
+    full = full_replay_state(path, tmp_path)
+    assert pickle.loads(bytes.fromhex(state)) == (full.transactions, full.ledgers, full.groups)
 
 
 def test_c22_markers_removed_after_the_snapshot_make_it_fall_back_to_replay(
@@ -174,13 +230,12 @@ def test_c22_a_snapshot_of_a_re_created_partition_is_refused(tmp_path: Path) -> 
 
 
 def test_c22_a_corrupt_cleaner_horizon_makes_every_snapshot_fall_back(tmp_path: Path) -> None:
-    """Unknown what the cleaner removed: no snapshot is trusted beyond its exact fingerprint."""
+    """Unknown what the cleaner removed: no snapshot is trusted (full replay)."""
     path = tmp_path / "log"
     _history_then_clean(path, ManualClock())
+    assert (path / STATE.directory_name / "cleaner-horizon").exists()  # cleaned, so written
     for tp in (STATE, OFFSETS):
-        horizon = path / tp.directory_name / "cleaner-horizon"
-        assert horizon.exists()
-        horizon.write_bytes(b"\x00\x01garbage")
+        (path / tp.directory_name / "cleaner-horizon").write_bytes(b"\x00\x01garbage")
     fresh = observed_state(path)
     assert fresh.coordinator_snapshot is None and fresh.offsets_snapshot is None
     assert same_state(fresh, full_replay_state(path, tmp_path))
