@@ -2,12 +2,19 @@
 
 There is no broker, so whatever process holds the log open for writing does what Kafka's log
 manager schedules (issue 12 items 10, 11): every ``interval_ms`` one *pass* visits each
-partition this ``Log`` has open and, under that partition's lock, applies retention (T-10,
-B-09: ``PartitionLog.run_housekeeping``) and forgets expired producer ids (P-26, P-27). Then
-it runs the log cleaner (``storage.log_cleaner``, C-02) on at most one partition of a compacted
-topic whose uncleaned bytes reached ``min.cleanable.dirty.ratio``: rate-limited to one cleaning
-per pass per ``Log``, one cleaner per partition across processes (``.cleaner.lock``), never
-waiting for a writer (a partition being written is left for the next pass).
+partition this ``Log`` has open, and the internal topics' partitions whether it opened them or
+not, and, under that partition's lock, applies retention (T-10, B-09:
+``PartitionLog.run_housekeeping``) and forgets expired producer ids (P-26, P-27). Then it runs
+the log cleaner (``storage.log_cleaner``, C-02) as Kafka's LogCleanerManager schedules it: every
+compacted partition whose cleaning is due (dirty ratio at least ``min.cleanable.dirty.ratio``,
+or dirty data older than ``max.compaction.lag.ms``) is cleaned in the same pass, dirtiest first
+(the lag's overdue ones before all), each at most once per pass. The cleaner's reads and writes
+go through one ``Throttler`` per housekeeper (Kafka's ``log.cleaner.io.max.bytes.per.second``:
+``cleaner_io_max_bytes_per_second``, default ``DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND``), so the
+share of disk and CPU a pass takes is bounded; ``stop`` wakes a throttled cleaner, which gives
+up before its next swap. One cleaner at a time across processes: the pass holds
+``.housekeeping.lock``, and each partition's ``.cleaner.lock`` besides (``txnlog clean``).
+A pass never waits for a writer (a partition being written is left for the next pass).
 
 - Rate: one pass per ``interval_ms`` per open ``Log`` (default 30 s, and the first pass one
   interval after opening). Kafka checks retention every 5 minutes
@@ -15,7 +22,9 @@ waiting for a writer (a partition being written is left for the next pass).
   check.interval.ms``) in a broker that runs for months; the processes of an embedded log
   often live minutes (a CLI call, a Spark job), and a pass over partitions with nothing to
   delete costs a few system calls each. A Spark task that opens the log to write for a few
-  seconds usually ends before its first pass, and passes only visit partitions it opened.
+  seconds usually ends before its first pass. The internal topics are visited by every
+  writable log (opening them at its first pass), so whichever process holds the log open
+  keeps them cleaned, even one that never runs a transaction.
 - One pass at a time across processes: a pass first takes ``.housekeeping.lock`` in the log
   directory *without waiting*; if another process holds it, this round is skipped. It then
   takes each partition's lock without waiting too: a partition whose writer is in the middle
@@ -46,17 +55,34 @@ from txn_log.clock import Clock
 from txn_log.errors import ConfigError, TxnLogError
 from txn_log.owned_fd import owned_fd
 from txn_log.storage.file_io import write_all
-from txn_log.storage.log_cleaner import CleanerStats, clean_partition
+from txn_log.storage.log_cleaner import CleanerStats, clean_partition, cleaning_priority
 from txn_log.storage.partition_log import PartitionHousekeeping, PartitionLog
+from txn_log.storage.throttler import Throttler, ThrottleStopped
 from txn_log.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HOUSEKEEPING_INTERVAL_MS = 30_000
+DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND = 32 * 1024 * 1024
+"""The background cleaner's byte rate (read and written). Kafka's default is unlimited; this
+one is generous: above what the pure-Python cleaner reaches on a small machine (about 10-20 MB/s
+of segments read twice and written once), so it binds only on faster machines. Lower it
+(``Log.open(cleaner_io_max_bytes_per_second=...)``) to bound the share of a process's time the
+cleaner takes."""
 HOUSEKEEPING_LOCK_FILE = ".housekeeping.lock"
 _STAMP_WIDTH = 20
 
 PartitionSource = Callable[[], Iterable[tuple[TopicPartition, PartitionLog]]]
+
+
+def validate_io_rate(rate: object) -> float:
+    """``rate`` (bytes per second) if it is a positive number."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
+        raise ConfigError(
+            f"cleaner_io_max_bytes_per_second must be a positive number of bytes per second; "
+            f"got {rate!r}"
+        )
+    return float(rate)
 
 
 def validate_interval(interval_ms: object) -> int | None:
@@ -139,6 +165,8 @@ class Housekeeper:
         clock: Clock,
         partitions: PartitionSource,
         interval_ms: int | None,
+        *,
+        cleaner_io_max_bytes_per_second: float = DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     ) -> None:
         self.log_dir = log_dir
         self.interval_ms = interval_ms
@@ -147,7 +175,8 @@ class Housekeeper:
         self._lock = HousekeepingLock(log_dir)
         self._pass_lock = threading.Lock()
         self._stopped = False
-        self._next_clean = 0  # where the next pass looks first for a partition to clean
+        self._stop_event = threading.Event()  # wakes a throttled cleaner at stop()
+        self._throttler = Throttler(cleaner_io_max_bytes_per_second, stop=self._stop_event)
         if interval_ms is not None:
             _SCHEDULER.register(self, interval_ms / 1000)
 
@@ -168,38 +197,47 @@ class Housekeeper:
                         busy.append(topic_partition)
                     else:
                         done[topic_partition] = result
-                cleaned = self._clean_one(partitions)
+                cleaned = self._clean_due(partitions)
             finally:
                 self._lock.release(self._clock.time_ms())
             return HousekeepingPass(
                 True, started, MappingProxyType(done), tuple(busy), tuple(cleaned)
             )
 
-    def _clean_one(
+    def _clean_due(
         self, partitions: list[tuple[TopicPartition, PartitionLog]]
     ) -> list[CleanerStats]:
-        """Clean the first compacted partition, in turn from where the last pass stopped,
-        whose dirty ratio is reached; what it did (nothing when none was due)."""
-        compacted = [(tp, p) for tp, p in partitions if p.config.compact]
-        if not compacted:
-            return []
-        start = self._next_clean % len(compacted)
-        for step in range(len(compacted)):
-            topic_partition, partition = compacted[(start + step) % len(compacted)]
+        """Clean every compacted partition whose cleaning is due, dirtiest first (Kafka's
+        LogCleanerManager.grabFilthiestCompactedLog, taken in turn); what each one did."""
+        due: list[tuple[float, TopicPartition, PartitionLog]] = []
+        for topic_partition, partition in partitions:
             try:
-                stats = clean_partition(partition, self._clock.time_ms(), wait=False)
+                priority = cleaning_priority(partition, self._clock.time_ms())
+            except (TxnLogError, OSError) as error:
+                logger.warning("%s: log cleaner failed: %s", topic_partition, error)
+                continue
+            if priority is not None:
+                due.append((priority, topic_partition, partition))
+        due.sort(key=lambda entry: entry[0], reverse=True)
+        done: list[CleanerStats] = []
+        for _, topic_partition, partition in due:
+            try:
+                stats = clean_partition(
+                    partition, self._clock.time_ms(), wait=False, throttler=self._throttler
+                )
+            except ThrottleStopped:
+                break  # stop(): give up; what was swapped in is complete and consistent
             except (TxnLogError, OSError) as error:
                 logger.warning("%s: log cleaner failed: %s", topic_partition, error)
                 continue
             if stats.skipped is None:
-                self._next_clean = start + step + 1
                 logger.info(
                     "%s: cleaned %d segment(s), %d -> %d bytes, %d record(s) removed",
                     topic_partition, len(stats.segments_cleaned), stats.bytes_before,
                     stats.bytes_after, stats.records_removed,
                 )  # fmt: skip
-                return [stats]
-        return []
+                done.append(stats)
+        return done
 
     def _run_partition(
         self, topic_partition: TopicPartition, partition: PartitionLog
@@ -221,6 +259,7 @@ class Housekeeper:
         """No more passes; waits for a pass in progress (bounded: passes never wait for a
         writer). Idempotent."""
         _SCHEDULER.unregister(self)
+        self._stop_event.set()  # a throttled cleaner gives up now
         with self._pass_lock:
             self._stopped = True
             self._lock.close()

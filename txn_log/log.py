@@ -25,7 +25,11 @@ from txn_log.clock import SYSTEM_CLOCK, Clock
 from txn_log.consumer import Consumer
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.group_offsets import GroupOffsetStore, OffsetAndMetadata
-from txn_log.housekeeping import DEFAULT_HOUSEKEEPING_INTERVAL_MS, HousekeepingPass
+from txn_log.housekeeping import (
+    DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
+    DEFAULT_HOUSEKEEPING_INTERVAL_MS,
+    HousekeepingPass,
+)
 from txn_log.log_manager import FORMAT_FILE as FORMAT_FILE
 from txn_log.log_manager import FORMAT_VERSION as FORMAT_VERSION
 from txn_log.log_manager import MAX_PARTITIONS as MAX_PARTITIONS
@@ -62,6 +66,7 @@ class Log:
         clock: Clock = SYSTEM_CLOCK,
         read_only: bool = False,
         housekeeping_interval_ms: int | None = DEFAULT_HOUSEKEEPING_INTERVAL_MS,
+        cleaner_io_max_bytes_per_second: float = DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     ) -> Log:
         """The log at ``path``, opened (or created) by ``LogManager.open``, which documents the
         arguments and errors, with its coordinator, group offset store and clients wired."""
@@ -71,6 +76,7 @@ class Log:
                 clock=clock,
                 read_only=read_only,
                 housekeeping_interval_ms=housekeeping_interval_ms,
+                cleaner_io_max_bytes_per_second=cleaner_io_max_bytes_per_second,
             )
         )
 

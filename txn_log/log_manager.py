@@ -18,6 +18,7 @@ partitions it has open, periodically and on demand (``housekeeping``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -34,14 +35,17 @@ from txn_log.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
     TopicAlreadyExistsError,
+    TxnLogError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.file_lock import FileLock
 from txn_log.housekeeping import (
+    DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
     Housekeeper,
     HousekeepingPass,
     validate_interval,
+    validate_io_rate,
 )
 from txn_log.producer_id_manager import ProducerIdManager
 from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
@@ -50,6 +54,7 @@ from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
 from txn_log.storage.partition_reader import PartitionReader, open_partition_reader
+from txn_log.storage.throttler import Throttler
 from txn_log.topic_config import (
     INTERNAL_TOPICS,
     TopicConfig,
@@ -57,10 +62,21 @@ from txn_log.topic_config import (
 )
 from txn_log.topic_partition import TopicPartition
 
-INTERNAL_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+INTERNAL_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(100 * 1024 * 1024),
+    "max.compaction.lag.ms": str(24 * 3600 * 1000),
+}
 """C-02: the transaction log and the offsets topic are compacted topics, in segments of 100 MiB
 (Kafka's ``transaction.state.log.segment.bytes`` and ``offsets.topic.segment.bytes``): the
-cleaner never cleans the active segment, so smaller segments let it start sooner."""
+cleaner never cleans the active segment, so smaller segments let it start sooner. And no record
+waits more than a day to be cleaned (``max.compaction.lag.ms``, KIP-354): a quiet internal topic
+rolls its active segment once its first batch is a day old and is cleaned whatever its dirty
+ratio, so its disk is bounded by its live ids and groups plus at most a day of writes (or one
+segment), not by history. A day, not an hour: the cleaner keeps one file per segment (it never
+merges segments), so a time roll adds at most one small segment a day."""
+
+logger = logging.getLogger(__name__)
 
 FORMAT_FILE = "txnlog.json"
 FORMAT_VERSION = 1
@@ -91,6 +107,7 @@ class LogManager:
         self._partitions: dict[TopicPartition, PartitionReader] = {}  # writers unless read_only
         self.producer_ids = ProducerIdManager(path)
         self._housekeeper: Housekeeper | None = None
+        self._cleaner_io_rate: float = DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND
 
     @classmethod
     def open(
@@ -100,15 +117,18 @@ class LogManager:
         clock: Clock = SYSTEM_CLOCK,
         read_only: bool = False,
         housekeeping_interval_ms: int | None = DEFAULT_HOUSEKEEPING_INTERVAL_MS,
+        cleaner_io_max_bytes_per_second: float = DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     ) -> LogManager:
         """Open the log at ``path``, creating the directory if it is missing or empty.
 
         Raises ConfigError when ``path`` is a file, or a non-empty directory that is not a log.
         ``read_only`` (inspection tools) never creates, truncates, completes or writes anything,
         and raises ConfigError unless ``path`` already is a log. A writable log runs a
-        housekeeping pass every ``housekeeping_interval_ms`` (None: only ``run_housekeeping``).
+        housekeeping pass every ``housekeeping_interval_ms`` (None: only ``run_housekeeping``),
+        whose log cleaner reads and writes at most ``cleaner_io_max_bytes_per_second``.
         """
         interval_ms = validate_interval(housekeeping_interval_ms)
+        io_rate = validate_io_rate(cleaner_io_max_bytes_per_second)
         root = Path(path)
         if read_only:
             return cls._open_read_only(root, clock)
@@ -139,7 +159,7 @@ class LogManager:
                             "topic_ids": True,
                         },
                     )
-            return log._start_housekeeping(interval_ms)
+            return log._start_housekeeping(interval_ms, io_rate)
         document = json.loads(format_file.read_text())
         if document.get("format_version") != FORMAT_VERSION:
             raise ConfigError(
@@ -150,17 +170,18 @@ class LogManager:
         if not document.get("topic_ids"):
             log._stamp_topic_ids()
         log._compact_internal_topics()
-        return log._start_housekeeping(interval_ms)
+        return log._start_housekeeping(interval_ms, io_rate)
 
     def _compact_internal_topics(self) -> None:
         """C-02: give internal topics of a log created before they were compacted
-        ``cleanup.policy=compact`` (once, under the log lock, each topic file rewritten
+        ``cleanup.policy=compact``, and those created before KIP-354 here their
+        ``max.compaction.lag.ms`` (once, under the log lock, each topic file rewritten
         atomically and durably). Other processes read the new config when they next open the
         partitions; their retention never deleted internal segments anyway."""
         stale = [
             name
             for name in sorted(INTERNAL_TOPICS)
-            if self._meta_path(name).exists() and not self.topic_config(name).compact
+            if self._meta_path(name).exists() and not self._has_internal_config(name)
         ]
         if not stale:
             return
@@ -168,12 +189,21 @@ class LogManager:
             for name in stale:
                 meta = json.loads(self._meta_path(name).read_text())
                 config = TopicConfig.from_mapping(meta.get("config"))
-                if config.compact:
+                if self._has_internal_config(name, meta.get("config")):
                     continue  # another process upgraded it meanwhile
-                upgraded = {**config.to_mapping(), **INTERNAL_CONFIG}
+                lag = {"max.compaction.lag.ms": INTERNAL_CONFIG["max.compaction.lag.ms"]}
+                # a compacted one keeps its own settings (segment.bytes...) and gains the lag
+                added = lag if config.compact else INTERNAL_CONFIG
+                upgraded = {**config.to_mapping(), **added}
                 write_json_atomically(self._meta_path(name), {**meta, "config": upgraded})
                 with self._mutex:
                     self._topics.pop(name, None)
+
+    def _has_internal_config(self, name: str, stored: Mapping[str, Any] | None = None) -> bool:
+        """Whether internal topic ``name`` is compacted with a compaction lag (C-02, KIP-354)."""
+        if stored is None:
+            stored = self._read_topic(name, refresh=True).get("config") or {}
+        return TopicConfig.from_mapping(stored).compact and "max.compaction.lag.ms" in stored
 
     def _stamp_topic_ids(self) -> None:
         """Give every topic of a log written before topic ids its id and its partitions their
@@ -428,19 +458,25 @@ class LogManager:
 
     # --- housekeeping ----------------------------------------------------------------------------
 
-    def _start_housekeeping(self, interval_ms: int | None) -> LogManager:
-        self._housekeeper = Housekeeper(self.path, self.clock, self._open_partitions(), interval_ms)
+    def _start_housekeeping(self, interval_ms: int | None, io_rate: float) -> LogManager:
+        self._cleaner_io_rate = io_rate
+        self._housekeeper = Housekeeper(
+            self.path, self.clock, self._open_partitions(), interval_ms,
+            cleaner_io_max_bytes_per_second=io_rate,
+        )  # fmt: skip
         return self
 
     def _open_partitions(self) -> Callable[[], list[tuple[TopicPartition, PartitionLog]]]:
-        """The partitions this log has open, as the housekeeper asks for them: by a weak
-        reference, so that a log dropped without ``close()`` can still be collected."""
+        """The partitions this log has open, as the housekeeper asks for them, after opening
+        the internal topics' (any process holding the log open keeps them cleaned, C-02): by
+        a weak reference, so that a log dropped without ``close()`` can still be collected."""
         manager = weakref.ref(self)
 
         def partitions() -> list[tuple[TopicPartition, PartitionLog]]:
             target = manager()
             if target is None:
                 return []
+            target._open_internal_partitions()
             with target._mutex:
                 return [
                     (tp, partition)
@@ -449,6 +485,14 @@ class LogManager:
                 ]
 
         return partitions
+
+    def _open_internal_partitions(self) -> None:
+        for name in sorted(INTERNAL_TOPICS):
+            try:
+                for tp in self.partitions(name):
+                    self.partition_log(tp)
+            except (TxnLogError, OSError) as problem:  # reported, and tried again next pass
+                logger.warning("housekeeping could not open %s: %s", name, problem)
 
     def run_housekeeping(self) -> HousekeepingPass:
         """Run one housekeeping pass now over the partitions this log has open: retention
@@ -461,15 +505,19 @@ class LogManager:
         with self._mutex:
             if self._housekeeper is None:
                 self._housekeeper = Housekeeper(
-                    self.path, self.clock, self._open_partitions(), None
-                )
+                    self.path, self.clock, self._open_partitions(), None,
+                    cleaner_io_max_bytes_per_second=self._cleaner_io_rate,
+                )  # fmt: skip
             housekeeper = self._housekeeper
         return housekeeper.run_once()
 
-    def clean(self, topic: str | None = None, *, force: bool = True) -> list[CleanerStats]:
+    def clean(
+        self, topic: str | None = None, *, force: bool = True, throttler: Throttler | None = None
+    ) -> list[CleanerStats]:
         """Run the log cleaner now on every partition of ``topic`` (every compacted topic,
         internal ones included, when None): ``txnlog clean``. ``force`` cleans whatever the
-        dirty ratio; a partition another process is cleaning is reported as skipped. Waits
+        dirty ratio; a partition another process is cleaning is reported as skipped; an on-demand
+        cleaning is not throttled unless given a ``throttler``. Waits
         for writers only for each segment's short swap. ConfigError on a read-only log."""
         self._check_writable("clean")
         names = [topic] if topic is not None else self.topics(include_internal=True)
@@ -479,7 +527,11 @@ class LogManager:
                 continue
             for tp in self.partitions(name):
                 partition = self.partition_log(tp)
-                stats.append(clean_partition(partition, self.clock.time_ms(), force=force))
+                stats.append(
+                    clean_partition(
+                        partition, self.clock.time_ms(), force=force, throttler=throttler
+                    )
+                )
         return stats
 
     def close(self) -> None:

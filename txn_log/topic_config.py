@@ -8,7 +8,9 @@ name can never reach outside the log directory. Config keys and defaults are Kaf
 (``compact,delete``, in either order). ``delete.retention.ms`` is how long tombstones and
 transaction markers outlive what they delete (B-18), ``min.cleanable.dirty.ratio`` the share of
 uncleaned bytes that makes the cleaner run, ``min.compaction.lag.ms`` how old a segment's newest
-record must be before it is cleaned.
+record must be before it is cleaned, ``max.compaction.lag.ms`` how long dirty data may wait:
+past it the cleaner cleans the partition whatever its dirty ratio, and the active segment rolls
+(by time, even without appends) so that the data can be cleaned (KIP-354).
 """
 
 from __future__ import annotations
@@ -81,11 +83,21 @@ class TopicConfig:
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1  # Kafka's Long.MAX_VALUE: no deadline
 
     @property
     def compact(self) -> bool:
         """Whether the log cleaner compacts this topic (cleanup.policy names compact)."""
         return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How old a segment's first batch may be before the segment rolls: ``segment.ms``,
+        or ``max.compaction.lag.ms`` when smaller on a compacted topic (Kafka's LogConfig.
+        maxSegmentMs, KIP-354), so dirty data leaves the active segment in time to be cleaned."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def delete(self) -> bool:
@@ -128,6 +140,7 @@ _MINIMUMS = {
     "index.interval.bytes": 0,
     "delete.retention.ms": 0,
     "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
 }
 CLEANUP_POLICIES = ("delete", "compact")
 

@@ -6,7 +6,10 @@ closed segments below the last stable offset, keeping the newest record per key:
 - cleanable range: from the log start, the closed segments (never the active one) that end at
   or below the LSO (B-17: never past the first unstable offset) and whose newest record is at
   least ``min.compaction.lag.ms`` old. It runs when the bytes written since the last cleaning
-  (``cleaner-offset-checkpoint``) are at least ``min.cleanable.dirty.ratio`` of the range;
+  (``cleaner-offset-checkpoint``) are at least ``min.cleanable.dirty.ratio`` of the range, or
+  when that dirty section holds a batch older than ``max.compaction.lag.ms`` (KIP-354; the
+  housekeeping pass rolls a quiet partition's active segment by the same deadline and cleans
+  the due partitions dirtiest first: ``cleaning_priority``);
 - the offset map (key → newest offset) is built from the dirty section (from the checkpoint
   on; the clean section was already cleaned against itself), from committed and
   non-transactional records only: aborted records, found by the aborted-transaction index
@@ -25,6 +28,12 @@ closed segments below the last stable offset, keeping the newest record per key:
 - a batch that keeps every record is copied as is; one that loses some is rebuilt from its
   surviving records' bytes (``batch_rewriter``); a segment that loses nothing is not rewritten.
 
+Before each swap the cleaner raises the partition's ``cleaner_horizon`` durably (how far it has
+rewritten segments, and the end of the tombstones and markers it removed), so that the state
+snapshots of the internal topics stay valid across a cleaning below them (``state_snapshot``).
+Every byte read and written is reported to an optional ``Throttler``
+(``log.cleaner.io.max.bytes.per.second``).
+
 Each changed segment is replaced through ``cleaner_swap`` (write ``.cleaned`` without the lock,
 then commit and finish the swap under the partition lock: the lock is held for a few renames,
 not while cleaning). One cleaner at a time per partition across processes
@@ -42,7 +51,8 @@ from pathlib import Path
 from txn_log.errors import LogLockedError, StorageError, UnknownTopicOrPartitionError
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader, parse_header
-from txn_log.storage.batch_rewriter import iter_raw_records, range_keeper, rebuild_batch
+from txn_log.storage.batch_rewriter import RawRecord, iter_raw_records, range_keeper, rebuild_batch
+from txn_log.storage.cleaner_horizon import advance_horizon
 from txn_log.storage.cleaner_swap import (
     CLEANER_LOCK_FILE,
     commit_swap,
@@ -54,7 +64,9 @@ from txn_log.storage.cleaner_swap import (
 from txn_log.storage.durable_file import write_durably
 from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.segment import LogSegment
+from txn_log.storage.throttler import Throttler
 from txn_log.storage.txn_index import AbortedTxn
+from txn_log.topic_config import TopicConfig
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 NOTHING_CLEANABLE = "no closed segment below the last stable offset (and min.compaction.lag.ms)"
@@ -111,6 +123,13 @@ class _Context:
     txn_retained: dict[int, bool]
     records_removed: int = 0
     batches_removed: int = 0
+    throttler: Throttler | None = None
+    removed_end: int = 0  # exclusive end of the tombstones and markers removed so far
+
+    def charge(self, byte_count: int) -> None:
+        """Report bytes read or written to the throttler (log.cleaner.io.max.bytes.per.second)."""
+        if self.throttler is not None:
+            self.throttler.maybe_throttle(byte_count)
 
     def past_horizon(self, header: BatchHeader) -> bool:
         return header.max_timestamp + self.delete_retention_ms <= self.now_ms
@@ -143,9 +162,28 @@ def _build_offset_map(segments: list[LogSegment], context: _Context) -> None:
             if header.is_control or context.aborted.is_aborted(header):
                 continue
             data = segment.read_bytes(position, header.size_in_bytes)
+            context.charge(len(data))
             for record in iter_raw_records(data, header):
                 if record.key is not None:
                     context.offset_map[record.key] = record.offset
+
+
+def _kept_records(
+    records: list[RawRecord], header: BatchHeader, context: _Context
+) -> list[RawRecord]:
+    """The records of a committed or non-transactional batch that stay: no newer record has
+    their key, and they are not a tombstone past the delete horizon (recorded in
+    ``removed_end``: a snapshot before it must not miss it, ``cleaner_horizon``)."""
+    kept = []
+    for record in records:
+        if record.key is not None:
+            if context.offset_map.get(record.key, record.offset) != record.offset:
+                continue
+            if record.is_tombstone and context.past_horizon(header):
+                context.removed_end = max(context.removed_end, record.offset + 1)
+                continue
+        kept.append(record)
+    return kept
 
 
 def _clean_batch(header: BatchHeader, data: bytes, context: _Context) -> bytes | None:
@@ -153,20 +191,12 @@ def _clean_batch(header: BatchHeader, data: bytes, context: _Context) -> bytes |
     producer_id = header.producer_id
     if header.is_control:
         retained = context.txn_retained.pop(producer_id, False)
-        return data if retained or not context.past_horizon(header) else None
+        if retained or not context.past_horizon(header):
+            return data
+        context.removed_end = max(context.removed_end, header.next_offset)  # cleaner_horizon
+        return None
     records = list(iter_raw_records(data, header))
-    if context.aborted.is_aborted(header):
-        kept = []
-    else:
-        kept = [
-            r
-            for r in records
-            if r.key is None
-            or (
-                context.offset_map.get(r.key, r.offset) == r.offset
-                and not (r.is_tombstone and context.past_horizon(header))
-            )
-        ]
+    kept = [] if context.aborted.is_aborted(header) else _kept_records(records, header, context)
     context.records_removed += len(records) - len(kept)
     if len(kept) == len(records):
         result: bytes | None = data
@@ -188,6 +218,7 @@ def _clean_segment(
     changed = False
     for number, (position, header) in enumerate(located):
         data = segment.read_bytes(position, header.size_in_bytes)
+        context.charge(len(data))
         cleaned = _clean_batch(header, data, context)
         if cleaned is None:
             context.batches_removed += 1
@@ -228,11 +259,18 @@ def _swap_in(partition: PartitionLog, segment: LogSegment, *, wait: bool) -> boo
 
 
 def clean_partition(
-    partition: PartitionLog, now_ms: int, *, force: bool = False, wait: bool = True
+    partition: PartitionLog,
+    now_ms: int,
+    *,
+    force: bool = False,
+    wait: bool = True,
+    throttler: Throttler | None = None,
 ) -> CleanerStats:
     """Clean one partition of a compacted topic once (see the module docstring).
 
-    ``force`` cleans whatever the dirty ratio. Never waits for another cleaner (skipped), and
+    ``force`` cleans whatever the dirty ratio; ``throttler`` is told every byte read and
+    written (ThrottleStopped, with nothing swapped in for the segment at hand, when it is
+    stopped). Never waits for another cleaner (skipped), and
     holds the partition lock only to take its snapshot and for each segment's swap; without
     ``wait`` (housekeeping) a partition a writer holds at those moments is skipped.
     """
@@ -248,7 +286,7 @@ def clean_partition(
     except FileNotFoundError:
         return CleanerStats(name, skipped="deleted with its topic")
     try:
-        return _clean_locked(partition, now_ms, force, wait)
+        return _clean_locked(partition, now_ms, force, wait, throttler)
     except (LogLockedError, UnknownTopicOrPartitionError) as error:
         return CleanerStats(name, skipped=str(error))
     except StorageError:
@@ -260,40 +298,94 @@ def clean_partition(
         lock.close()
 
 
-def _clean_locked(partition: PartitionLog, now_ms: int, force: bool, wait: bool) -> CleanerStats:
+@dataclass(frozen=True)
+class _Section:
+    """What is cleanable now: the chosen closed segments and how dirty they are."""
+
+    chosen: list[LogSegment]
+    first_dirty: int
+    ratio: float
+    must_clean: bool  # dirty data older than max.compaction.lag.ms (KIP-354)
+
+    def skip_reason(self, config: TopicConfig, force: bool) -> str | None:
+        if not self.chosen:
+            return NOTHING_CLEANABLE
+        dirty = self.ratio > 0
+        if force or (dirty and (self.must_clean or self.ratio >= config.min_cleanable_dirty_ratio)):
+            return None
+        return BELOW_RATIO
+
+
+def _measure(partition: PartitionLog, segments: list[LogSegment], now_ms: int) -> _Section:
+    """Under the partition lock: the cleanable section of ``segments`` (B-17: below the LSO)."""
+    config, directory = partition.config, partition.directory
+    end = min(partition.last_stable_offset, segments[-1].base_offset)  # B-17
+    chosen = _cleanable(segments, end, now_ms, config.min_compaction_lag_ms)
+    first_dirty = read_checkpoint(directory)
+    dirty = [s for s in chosen if s.base_offset >= first_dirty]
+    total = sum(s.size for s in chosen)
+    ratio = sum(s.size for s in dirty) / total if total else 0.0
+    oldest = min((t for s in dirty if (t := s.first_batch_timestamp) is not None), default=None)
+    lag = config.max_compaction_lag_ms
+    must_clean = oldest is not None and now_ms - oldest >= lag
+    return _Section(chosen, first_dirty, ratio, must_clean)
+
+
+def cleaning_priority(partition: PartitionLog, now_ms: int) -> float | None:
+    """How dirty ``partition`` is when a cleaning is due (its dirty ratio; 2.0 past
+    ``max.compaction.lag.ms``, which goes first), None when it is not due. First rolls an
+    active segment whose first batch is older than the topic's roll time (``max_segment_ms``,
+    so a quiet partition's data becomes cleanable). Never waits: None when a writer holds it.
+    """
+    if not partition.config.compact:
+        return None
+    try:
+        partition.maybe_roll_by_time()
+        with partition.maintenance_locked(wait=False) as current:
+            section = _measure(partition, list(current), now_ms)
+    except (LogLockedError, UnknownTopicOrPartitionError):
+        return None
+    if section.skip_reason(partition.config, force=False) is not None:
+        return None
+    return 2.0 if section.must_clean else section.ratio
+
+
+def _clean_locked(
+    partition: PartitionLog, now_ms: int, force: bool, wait: bool, throttler: Throttler | None
+) -> CleanerStats:
     name, config, directory = str(partition.topic_partition), partition.config, partition.directory
     with partition.maintenance_locked(wait=wait) as current:
         recover_cleaner_files(directory, cleaner_lock_held=True)
         segments = list(current)
-        end = min(partition.last_stable_offset, segments[-1].base_offset)  # B-17
-        chosen = _cleanable(segments, end, now_ms, config.min_compaction_lag_ms)
-        total = sum(s.size for s in chosen)
-        first_dirty = read_checkpoint(directory)
-        dirty = sum(s.size for s in chosen if s.base_offset >= first_dirty)
-        ratio = dirty / total if total else 0.0
-        if not chosen:
-            return CleanerStats(name, skipped=NOTHING_CLEANABLE)
-        if not force and (dirty == 0 or ratio < config.min_cleanable_dirty_ratio):
-            return CleanerStats(name, dirty_ratio=ratio, skipped=BELOW_RATIO)
+        section = _measure(partition, segments, now_ms)
+        chosen, first_dirty, ratio = section.chosen, section.first_dirty, section.ratio
+        skipped = section.skip_reason(config, force)
+        if skipped is not None:
+            return CleanerStats(name, dirty_ratio=ratio, skipped=skipped)
         state = partition.producer_state
         last_data = {pid: e.last_data_offset for pid, e in state.active_producers().items()}
         aborted = partition.collect_aborted_txns(segments[0].base_offset, partition.log_end_offset)
     context = _Context(
-        now_ms, config.delete_retention_ms, _AbortedRanges(aborted), last_data, {}, {}
-    )
+        now_ms, config.delete_retention_ms, _AbortedRanges(aborted), last_data, {}, {},
+        throttler=throttler,
+    )  # fmt: skip
     # Only the dirty section feeds the map: what the clean section superseded within itself
     # went in an earlier cleaning (the checkpoint moves only after a complete one).
     _build_offset_map([s for s in chosen if s.base_offset >= first_dirty], context)
     cleaned: list[int] = []
     before = after = 0
+    ends = {s.base_offset: following.base_offset for s, following in itertools.pairwise(segments)}
     for segment in chosen:
         result = _clean_segment(segment, context)
         if result is None:
             continue
         batches, headers = result
+        # before the swap: no process may see a cleaned segment the horizon does not cover
+        advance_horizon(directory, ends[segment.base_offset], context.removed_end)
         txn_raw = _read_if_exists(segment.txn_index.path)  # copied unchanged (cleaner_swap)
         size = write_cleaned(directory, segment.base_offset, batches, headers, txn_raw,
                              config.index_interval_bytes)  # fmt: skip
+        context.charge(size)
         if _swap_in(partition, segment, wait=wait):
             cleaned.append(segment.base_offset)
             before, after = before + segment.size, after + size

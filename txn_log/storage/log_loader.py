@@ -8,11 +8,13 @@ writer installs as its cache, and changes nothing in memory before it succeeds:
   the active segment, rebuild its indexes if they point past it, drop aborted-transaction
   entries past the log end, finish or undo a log cleaner's segment swap that a crash
   interrupted (``cleaner_swap``), reload producer state from the newest valid snapshot plus the log
-  after it (deleting snapshots that do not fit the log);
+  after it (deleting snapshots that do not fit the log), and delete the state snapshots
+  (``state_snapshot``) past the log end: they describe records a truncation lost;
 - ``load_as_reader`` (no lock): the segments as they are, nothing truncated, deleted or
   written; producer state only when asked for, from a read-only manager;
 - ``repair`` (under the partition lock, ``txnlog verify --repair``): recover every segment
-  without trusting any index, delete unreadable snapshots, reload producer state; what it
+  without trusting any index, delete unreadable snapshots and state snapshots past the log
+  end, reload producer state; what it
   changed, one line each.
 
 Opening a segment already validated it from its last index entry to the end (``segment``), so
@@ -35,6 +37,7 @@ from txn_log.storage.producer_snapshot import read_snapshot
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.replay import replay_log
 from txn_log.storage.segment import LogSegment
+from txn_log.storage.state_snapshot import delete_past
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
@@ -113,6 +116,7 @@ class LogLoader:
             logger.warning(message)
         end, tail = active.next_offset, active.size
         active.txn_index.truncate_to(end)
+        messages += tuple(delete_past(self.directory, end))  # state snapshots of lost records
         self._reload_producer_state(state, segments, end, now_ms=self._clock.time_ms())
         return LoadedLog(segments, end, tail, state, messages)
 
@@ -148,6 +152,7 @@ class LogLoader:
         done += self._delete_unreadable_snapshots()
         active = segments[-1]
         end, tail = active.next_offset, active.size
+        done += delete_past(self.directory, end)
         state = self._producer_state()
         self._reload_producer_state(state, segments, end, now_ms=self._clock.time_ms())
         return LoadedLog(segments, end, tail, state), done

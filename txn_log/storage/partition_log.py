@@ -334,7 +334,10 @@ class PartitionLog(PartitionReader):
             return
         too_big = active.size + header.size_in_bytes > self.config.segment_bytes
         first_ts = active.first_batch_timestamp
-        too_old = first_ts is not None and header.max_timestamp - first_ts > self.config.segment_ms
+        # segment.ms, or max.compaction.lag.ms when compacted (Kafka's LogConfig.maxSegmentMs)
+        too_old = (
+            first_ts is not None and header.max_timestamp - first_ts > self.config.max_segment_ms
+        )
         offset_overflow = header.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         if too_big or too_old or offset_overflow:
             self.roll()
@@ -361,6 +364,25 @@ class PartitionLog(PartitionReader):
             if self.producer_state.take_snapshot() is None:  # which fsyncs the directory
                 fsync_directory(self.directory)  # the new file, before anything in it is acked
             return segment
+
+    def maybe_roll_by_time(self) -> bool:
+        """Roll the active segment when its first batch is older than ``max_segment_ms`` even
+        though nothing is being appended (the log cleaner's housekeeping, so a quiet compacted
+        partition's data becomes cleanable: KIP-354's max.compaction.lag.ms). Never waits for a
+        writer: False when one holds the partition, or when there is nothing to roll."""
+        try:
+            with self._write_locked(wait=False):
+                self._catch_up()
+                first_ts = self._segments[-1].first_batch_timestamp
+                if (
+                    first_ts is None
+                    or self._clock.time_ms() - first_ts <= self.config.max_segment_ms
+                ):
+                    return False
+                self.roll()
+                return True
+        except (LogLockedError, UnknownTopicOrPartitionError):
+            return False
 
     def append_marker(
         self,

@@ -10,25 +10,39 @@ segment, index and producer-snapshot code all ignore). The framing is the produc
 
     offset  width  field
     ------  -----  ----------------------------------------------------------------------
-         0      2  version                 int16   = 1
+         0      2  version                 int16   = 2
          2      4  crc                     uint32  CRC-32C of bytes [6, end)
          6      2  kind                    int16   1 = coordinator, 2 = group offsets
-         8      8  end_offset              int64   exclusive; the file holds state below it
-        16      8  last_batch_base_offset  int64   the batch ending at end_offset; -1 if none
-        24      4  last_batch_crc          uint32  that batch's CRC-32C (0 if none)
-        28      4  count                   int32   records that follow
-        32      *  records, each:
+         8     16  topic_id                bytes   the partition's topic id (KIP-516), 0s if none
+        24      8  end_offset              int64   exclusive; the file holds state below it
+        32      8  last_batch_base_offset  int64   the batch ending at end_offset; -1 if none
+        40      4  last_batch_crc          uint32  that batch's CRC-32C (0 if none)
+        44      4  count                   int32   records that follow
+        48      *  records, each:
                 +0      8  producer_id     int64   -1 unless the record is pending for it
                 +8      8  record_offset   int64   the record's offset in the log; -1 if unused
                +16      4  key length      int32   then the key bytes
                    +20  4  value length    int32   -1 = null (then no bytes), else the bytes
 
-Validity on load (STYLE 6: fall back, never load wrong state). A file with a bad version, kind,
-CRC, length or name is skipped (``CorruptSnapshotError`` logged) and the next older one is tried,
-finally none (full replay). A snapshot whose ``end_offset`` is past the partition's log end (the
-log was truncated by torn-tail recovery), or whose last batch is not the batch that now ends at
-``end_offset`` with the same CRC (the log was truncated and written again, or rewritten), is
-ignored the same way: the fingerprint ties the snapshot to the exact bytes it was taken of.
+Validity on load (STYLE 6: fall back, never load wrong state). A file with a bad version (a
+version-1 file, without topic id, included), kind, CRC, length or name is skipped
+(``CorruptSnapshotError`` logged) and the next older one is tried, finally none (full replay).
+A decoded snapshot is then checked against the log (``unusable_because``) and ignored the same
+way when:
+
+- its topic id is not the partition's (the partition was deleted and re-created);
+- its ``end_offset`` is past the partition's log end (the log was truncated);
+- the log cleaner removed a tombstone or marker at or after ``end_offset``
+  (``cleaner_horizon.removed_end_offset`` > ``end_offset``): the tail would replay without it;
+- the batch that ends at ``end_offset`` is not its fingerprint (base offset and CRC), unless
+  the cleaner explains the difference: ``end_offset`` is within what the cleaner has rewritten
+  (``cleaned_end_offset``) and the batch there now has the same base offset (rebuilt with fewer
+  records) or no batch ends there (removed, a hole: T-05). What the cleaner removes below the
+  offset is in the snapshot already, and what supersedes a record after it comes after it, in
+  the tail; so restore + tail still equals a full replay (of the cleaned log, and of the log
+  before cleaning). A log truncated below a snapshot by recovery loses the snapshot with it
+  (``delete_past``, as Kafka deletes producer snapshots past a truncation), so a log written
+  again and then cleaned is never taken for a cleaned one.
 
 Writing (``StateSnapshotDir.write``) uses the engine's one durable-write rule (``durable_file``):
 temporary file, fsync, rename, directory fsync. A reader sees a whole old file, a whole new file
@@ -40,26 +54,28 @@ leftover removal safe. A reader racing a prune may find a file gone: it tries th
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import crc32c
 
 from txn_log.errors import CorruptRecordError, CorruptSnapshotError, OffsetOutOfRangeError
+from txn_log.record.batch_header import BatchHeader
+from txn_log.storage.cleaner_horizon import CleanerHorizon, read_horizon
 from txn_log.storage.durable_file import is_temp_name, write_durably
-from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_snapshot import CRC_START, HEADER, check_header
 
 logger = logging.getLogger(__name__)
 _S = TypeVar("_S")
 
-STATE_SNAPSHOT_VERSION = 1
+STATE_SNAPSHOT_VERSION = 2
 STATE_SNAPSHOT_SUFFIX = ".state-snapshot"
 SNAPSHOTS_KEPT = 2
 _NAME = re.compile(r"^(\d{20})\.state-snapshot$")
@@ -67,6 +83,7 @@ _NAME = re.compile(r"^(\d{20})\.state-snapshot$")
 PREAMBLE = struct.Struct(
     ">"
     "h"  # kind: SnapshotKind
+    "16s"  # topic_id: the partition's, raw; zeros when it has none
     "q"  # end_offset: exclusive
     "q"  # last_batch_base_offset: -1 when end_offset is 0
     "I"  # last_batch_crc
@@ -79,10 +96,26 @@ RECORD_HEAD = struct.Struct(
     "i"  # key length (then the key)
 )
 LENGTH = struct.Struct(">i")  # value length, -1 = null
-RECORDS_OFFSET = HEADER.size + PREAMBLE.size  # 32
+RECORDS_OFFSET = HEADER.size + PREAMBLE.size  # 48
+NO_TOPIC_ID = bytes(16)
 
-if RECORDS_OFFSET != 32 or CRC_START != 6:  # pragma: no cover - layout guard
+if RECORDS_OFFSET != 48 or CRC_START != 6:  # pragma: no cover - layout guard
     raise ImportError("state snapshot layout drifted from its documented offsets")
+
+
+class PartitionReader(Protocol):
+    """What snapshots need of a partition (``storage.partition_reader.PartitionReader`` has it;
+    a protocol, because the loader below that reader deletes snapshots: ``delete_past``)."""
+
+    @property
+    def topic_id(self) -> str | None: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def read(
+        self, start_offset: int, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]: ...
 
 
 class SnapshotKind(IntEnum):
@@ -119,6 +152,15 @@ class StateSnapshot:
     end_offset: int
     last_batch: BatchFingerprint | None
     records: tuple[SnapshotRecord, ...]
+    topic_id: bytes = NO_TOPIC_ID  # raw 16 bytes (``raw_topic_id``)
+
+
+def raw_topic_id(topic_id: str | None) -> bytes:
+    """A printed topic id (URL-safe base64 of 16 bytes) as its 16 bytes; zeros for None."""
+    if topic_id is None:
+        return NO_TOPIC_ID
+    raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    return raw if len(raw) == 16 else NO_TOPIC_ID
 
 
 def state_snapshot_file_name(end_offset: int) -> str:
@@ -132,6 +174,7 @@ def encode_state_snapshot(snapshot: StateSnapshot) -> bytes:
     body = bytearray(
         PREAMBLE.pack(
             snapshot.kind,
+            snapshot.topic_id,
             snapshot.end_offset,
             -1 if last is None else last.base_offset,
             0 if last is None else last.crc,
@@ -159,7 +202,9 @@ def decode_state_snapshot(
         source=source,
         kind="state snapshot",
     )
-    found_kind, end_offset, last_base, last_crc, count = PREAMBLE.unpack_from(data, HEADER.size)
+    found_kind, topic_id, end_offset, last_base, last_crc, count = PREAMBLE.unpack_from(
+        data, HEADER.size
+    )
     if found_kind != kind:
         raise CorruptSnapshotError(f"{source}: snapshot kind {found_kind}, expected {kind:d}")
     if end_offset < 0 or count < 0:
@@ -184,7 +229,7 @@ def decode_state_snapshot(
             f"{source}: {count} records end at byte {position}, the file has {len(data)}"
         )
     last = None if last_base < 0 else BatchFingerprint(last_base, last_crc)
-    return StateSnapshot(SnapshotKind(found_kind), end_offset, last, tuple(records))
+    return StateSnapshot(SnapshotKind(found_kind), end_offset, last, tuple(records), topic_id)
 
 
 def _take(data: bytes, position: int, length: int, source: str) -> bytes:
@@ -205,27 +250,52 @@ def fingerprint_at(reader: PartitionReader, end_offset: int) -> BatchFingerprint
         if header.next_offset == end_offset:
             return BatchFingerprint(header.base_offset, header.crc)
         break
-    raise ValueError(f"{reader.topic_partition}: no batch ends at offset {end_offset}")
+    raise ValueError(f"no batch ends at offset {end_offset}")
 
 
-def matches_log(reader: PartitionReader, snapshot: StateSnapshot) -> str | None:
-    """Why ``snapshot`` does not describe ``reader``'s log (see the module docstring), or
-    ``None`` if it does."""
+def unusable_because(
+    reader: PartitionReader, snapshot: StateSnapshot, horizon: CleanerHorizon
+) -> str | None:
+    """Why ``snapshot`` does not describe ``reader``'s log as the cleaner described in
+    ``horizon`` left it (see the module docstring), or ``None`` if it does."""
+    if snapshot.topic_id != raw_topic_id(reader.topic_id):
+        return "it was taken of another topic id (the partition was deleted and re-created)"
     end = reader.log_end_offset
     if snapshot.end_offset > end:
         return f"its offset {snapshot.end_offset} is past the log end {end} (log truncated)"
+    if horizon.removed_end_offset > snapshot.end_offset:
+        return (
+            f"the log cleaner removed tombstones or markers up to offset "
+            f"{horizon.removed_end_offset - 1}, at or after its offset {snapshot.end_offset}"
+        )
     if snapshot.last_batch is None:
         return None
     try:
-        found = fingerprint_at(reader, snapshot.end_offset)
+        found: BatchFingerprint | None = fingerprint_at(reader, snapshot.end_offset)
     except (ValueError, OffsetOutOfRangeError):
-        return f"no batch ends at its offset {snapshot.end_offset} any more"
-    if found != snapshot.last_batch:
-        return (
-            f"the batch ending at {snapshot.end_offset} is {found}, it was taken after "
-            f"{snapshot.last_batch} (log truncated and rewritten)"
-        )
-    return None
+        found = None
+    if found == snapshot.last_batch:
+        return None
+    cleaned = snapshot.end_offset <= horizon.cleaned_end_offset
+    if cleaned and (found is None or found.base_offset == snapshot.last_batch.base_offset):
+        return None  # the cleaner rewrote or removed that batch
+    return (
+        f"the batch ending at {snapshot.end_offset} is {found}, it was taken after "
+        f"{snapshot.last_batch} (log truncated and rewritten)"
+    )
+
+
+def delete_past(directory: Path, end_offset: int) -> list[str]:
+    """Delete the state snapshots of ``directory`` whose offset is past ``end_offset`` (the log
+    end after a truncation, under the partition lock); one line per file deleted."""
+    done = []
+    for kind in SnapshotKind:
+        snapshots = StateSnapshotDir(directory, kind)
+        for offset in snapshots.offsets():
+            if offset > end_offset:
+                snapshots.path_of(offset).unlink(missing_ok=True)
+                done.append(f"deleted state snapshot {snapshots.path_of(offset)} past the log end")
+    return done
 
 
 class StateSnapshotDir:
@@ -259,13 +329,14 @@ class StateSnapshotDir:
 
     def load_newest(self, reader: PartitionReader) -> StateSnapshot | None:
         """The newest snapshot that reads back whole and matches ``reader``'s log, or None."""
+        horizon = read_horizon(self.directory)  # before the log: it covers what we read
         for end_offset in reversed(self.offsets()):
             try:
                 snapshot = self.read(end_offset)
             except (CorruptSnapshotError, OSError) as problem:
                 logger.warning("ignoring state snapshot: %s", problem)
                 continue
-            mismatch = matches_log(reader, snapshot)
+            mismatch = unusable_because(reader, snapshot, horizon)
             if mismatch is None:
                 return snapshot
             logger.warning("ignoring state snapshot %s: %s", self.path_of(end_offset), mismatch)
@@ -303,7 +374,11 @@ class StateSnapshotDir:
         owner's snapshot lock. Raises StorageError."""
         self.remove_leftovers()
         snapshot = StateSnapshot(
-            self.kind, end_offset, fingerprint_at(reader, end_offset), tuple(records)
+            self.kind,
+            end_offset,
+            fingerprint_at(reader, end_offset),
+            tuple(records),
+            raw_topic_id(reader.topic_id),
         )
         data = encode_state_snapshot(snapshot)
         write_durably(self.path_of(end_offset), data, fault_name=fault_name)

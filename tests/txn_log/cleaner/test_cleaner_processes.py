@@ -26,6 +26,8 @@ from txn_log.log import Log
 
 ROOT = Path(__file__).resolve().parents[3]
 CRASH_POINTS = [
+    ("cleaner.horizon.after_temp_fsync", 1),  # cleaner_horizon, written before the swap
+    ("cleaner.horizon.after_rename", 1),
     ("cleaner.after_cleaned", 1),
     ("cleaner.before_log_swap", 1),
     ("cleaner.after_swap_commit", 1),

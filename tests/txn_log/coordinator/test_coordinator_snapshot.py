@@ -183,15 +183,21 @@ def test_c22_log_truncated_below_snapshot_ignores_it(
 ) -> None:
     """Torn-tail recovery cut the log below every snapshot: they describe records that no
     longer exist, so they are ignored (offset past the log end). With ``then_append`` the log
-    grew again past their offsets with other records: the batch fingerprint tells them apart."""
+    grew again past their offsets with other records: the batch fingerprint tells them apart.
+    (Recovery deletes snapshots past the log end it truncated to; they are put back here, as if
+    it had been stopped before that, to test the loader's own checks.)"""
     path = tmp_path / "log"
     _partition_local_history(path)
     oldest = _offset_of(snapshot_files(path, topic_dir)[0])
+    saved = {file.name: file.read_bytes() for file in snapshot_files(path, topic_dir)}
     _truncate_state_log_below(path, topic_dir, oldest)
     with Log.open(path, housekeeping_interval_ms=None) as log:  # recovery cuts the torn tail
         set_intervals(log, 10**9)  # this process must write no snapshot
         tp = log.partitions(topic_dir[: topic_dir.rindex("-")])[0]
         assert log.partition_reader(tp).log_end_offset < oldest
+        assert snapshot_files(path, topic_dir) == []  # deleted past the truncation
+        for name, data in saved.items():
+            (path / topic_dir / name).write_bytes(data)
         if then_append:  # records that touch only the truncated partition
             for i in range(oldest + 10):
                 if topic_dir == STATE_DIR:
