@@ -25,7 +25,12 @@ written and synced but not renamed; renamed but its directory not yet synced, ``
 ``cleaner.between_swap_renames``, ``cleaner.after_swap`` (the log cleaner's segment swap,
 ``storage.cleaner_swap``);
 ``coordinator_snapshot.after_temp_fsync`` / ``.after_rename`` and ``offsets_snapshot.*`` (the
-same two steps of writing a coordinator or group offset state snapshot, ``state_snapshot``).
+same two steps of writing a coordinator or group offset state snapshot, ``state_snapshot``),
+and ``cleaner.horizon.*`` (the cleaner horizon's write, ``storage.cleaner_horizon``);
+``sink.task_write``, ``sink.before_commit``, ``sink.after_commit`` (a Spark sink's task and
+driver, ``txn_sink``); ``kafka_task.before_commit`` and ``kafka_task.after_commit`` (a Kafka-mode
+task's transaction with its ledger record sent but open; committed, the task not returned yet:
+``commit_protocol.kafka_task``).
 """
 
 from __future__ import annotations
