@@ -103,6 +103,17 @@ class KafkaBackend:
                 )
             return backend
 
+    @classmethod
+    def close_all(cls) -> None:
+        """Close and forget every backend ``open`` cached in this process, so that their
+        clients stop (librdkafka's threads go with the garbage-collected clients): for a
+        process that outlives the clusters it wrote to, such as a test run."""
+        with _BACKENDS_LOCK:
+            backends = list(_BACKENDS.values())
+            _BACKENDS.clear()
+        for backend in backends:
+            backend.close()
+
     def describe(self) -> str:
         return self.cluster.describe()
 

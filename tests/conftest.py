@@ -1,0 +1,17 @@
+"""Fixtures for every test module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from commit_protocol.kafka_backend import KafkaBackend
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_cached_kafka_backends() -> Iterator[None]:
+    """A module's ``txnlog serve`` stops with it: drop the Kafka backends its tests opened
+    (cached per process), whose clients would otherwise keep reconnecting to a dead port."""
+    yield
+    KafkaBackend.close_all()
