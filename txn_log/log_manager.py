@@ -38,6 +38,7 @@ from txn_log.errors import (
     TxnLogError,
     UnknownTopicOrPartitionError,
 )
+from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
@@ -263,6 +264,7 @@ class LogManager:
             topic_id = new_topic_id()
             for partition in range(partitions):
                 self._make_partition_directory(TopicPartition(name, partition), topic_id)
+            crash_point("topic.after_partition_dirs")
             document = {
                 "name": name,
                 "topic_id": topic_id,
@@ -420,6 +422,12 @@ class LogManager:
         A cached partition whose topic was deleted, or deleted and re-created, since it was
         opened is dropped (one ``stat``): the answer is always the partition of the topic
         that exists now, or UnknownTopicOrPartitionError.
+
+        A partition is opened only after the topic's file is read afresh, and only if its
+        directory carries that file's topic id: a directory no topic file names (left by a
+        ``create_topic`` killed before its file was written, which the next creation of the
+        name removes) is never written, read, or acknowledged in by a process that still
+        knows the topic's previous incarnation.
         """
         with self._mutex:
             cached = self._partitions.get(topic_partition)
@@ -427,10 +435,8 @@ class LogManager:
                 if cached.is_current():
                     return cached
                 del self._partitions[topic_partition]  # not closed: readers may hold it
-                self._read_topic(topic_partition.topic, refresh=True)
-            count = self._read_topic(topic_partition.topic)["partitions"]
-            if topic_partition.partition >= count:
-                count = self._read_topic(topic_partition.topic, refresh=True)["partitions"]
+            document = self._read_topic(topic_partition.topic, refresh=True)
+            count = document["partitions"]
             if topic_partition.partition >= count:
                 raise UnknownTopicOrPartitionError(
                     f"partition {topic_partition.partition} of topic {topic_partition.topic!r} "
@@ -448,6 +454,7 @@ class LogManager:
             opened = PartitionLog.open(
                 directory, topic_partition, config, clock=self.clock, create=False
             )
+        self._check_owned(opened, document)
         with self._mutex:
             raced = self._partitions.get(topic_partition)
             if raced is not None and raced.is_current():
@@ -455,6 +462,28 @@ class LogManager:
                 return raced
             self._partitions[topic_partition] = opened
             return opened
+
+    def _check_owned(self, opened: PartitionReader, document: Mapping[str, Any]) -> None:
+        """Close ``opened`` and raise UnknownTopicOrPartitionError unless its directory has the
+        topic id of the topic's file (read again once: the topic may have been re-created
+        between the read and the open)."""
+        tp = opened.topic_partition
+        for attempt in range(2):
+            expected = document.get("topic_id")
+            if expected is None or opened.topic_id in (None, expected):
+                return
+            if attempt == 0:
+                try:
+                    document = self._read_topic(tp.topic, refresh=True)
+                except UnknownTopicOrPartitionError:
+                    opened.close()
+                    raise
+        opened.close()
+        raise UnknownTopicOrPartitionError(
+            f"{tp}: its directory belongs to topic id {opened.topic_id}, but topic "
+            f"{tp.topic!r} has topic id {document.get('topic_id')} (a creation of the topic was "
+            "interrupted, or it was deleted or re-created meanwhile); nothing was read or written"
+        )
 
     # --- housekeeping ----------------------------------------------------------------------------
 
