@@ -29,6 +29,14 @@ For each history size (default 1,000 and 100,000 commits), on a fresh log:
    last batch is N and equals Spark's last commit, and the ledger's offsets equal the group's
    committed offsets and the source's end offsets.
 
+Steps 3 and 4 run ``--restarts`` times (default 3), each on a fresh copy of the same driven
+history, and the median restart counts: a single restart of a 20-second Spark job moves by
+half its time with whatever else the 2 cores run (1.57 measured beside a test suite, 1.03 on
+the same kind of history on a quiet machine), so one sample cannot tell history from load.
+``--keep DIR`` keeps each size's history in ``DIR/<commits>/history`` (``log``,
+``checkpoint``, ``history.json`` with the drive's figures) and reuses one already there, so
+the restarts can be measured again without another hour of driving.
+
 Figures are printed, never asserted (``integration/test_longrun_history.py`` asserts the
 correctness part). Real processes and files; the log lives on the disk of ``--dir``.
 
@@ -36,15 +44,17 @@ With ``--internal-segment-bytes`` (e.g. 1048576) the internal topics roll small 
 the housekeeping thread's cleaner really cleans them during the drive, before the restart.
 
     python -m integration.longrun_history [--sizes 1000,100000] [--dir DIR]
-        [--internal-segment-bytes N]
+        [--internal-segment-bytes N] [--restarts 3] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -300,11 +310,33 @@ def topic_bytes(path: Path, topic: str) -> int:
 # --- one history size ----------------------------------------------------------------------------
 
 
+HISTORY_FILE = "history.json"
+
+
+@dataclass(frozen=True)
+class History:
+    """A driven history (steps 1-2 and the new source records), as kept on disk."""
+
+    commits: int
+    drive_s: float
+    cleanings: list[str]
+    query_id: str
+
+
+@dataclass(frozen=True)
+class Restart:
+    start_to_commit_s: float
+    trigger_ms: int
+    batches: list[int]
+    verdict: Verdict
+
+
 @dataclass(frozen=True)
 class Run:
     commits: int
     drive_s: float
     start_to_commit_s: float
+    """The median of the restarts (each on its own copy of the same history)."""
     trigger_ms: int
     restart_batches: list[int]
     transaction_state_bytes: int
@@ -312,10 +344,14 @@ class Run:
     segments: dict[str, int]
     cleanings: list[str]
     verdict: Verdict
+    """The first incorrect restart's verdict, else the last one's."""
+    restarts_s: list[float]
+    restarts_trigger_ms: list[int]
 
 
-def long_run(root: Path, commits: int, internal_segment_bytes: int | None = None) -> Run:
-    """Seed, drive to ``commits`` sink commits in all, restart, verify (module doc)."""
+def build_history(root: Path, commits: int, internal_segment_bytes: int | None = None) -> History:
+    """Seed, drive to ``commits`` sink commits in all, add the restart's source records, in
+    ``root`` (``log``, ``checkpoint``, ``history.json``)."""
     path, checkpoint = root / "log", root / "checkpoint"
     create_log(path, internal_segment_bytes)
     append_source(path, 1)
@@ -324,25 +360,75 @@ def long_run(root: Path, commits: int, internal_segment_bytes: int | None = None
         raise RuntimeError(f"the seeding query ran batches {seed['batches']}, expected [0]")
     query_id = read_query_id(str(checkpoint))
     assert query_id is not None and query_id == seed["query_id"]
-    sink = sink_of(query_id)
     last = commits - 1
     append_source(path, last)  # offsets 1 .. last of every partition, one per batch
-    drive_s, cleanings = drive(path, sink, 1, last) if last >= 1 else (0.0, [])
+    drive_s, cleanings = drive(path, sink_of(query_id), 1, last) if last >= 1 else (0.0, [])
     if last >= 1:
         advance_checkpoint(checkpoint, last, last + 1)
     append_source(path, RESTART_RECORDS)
-    restart = spark_process(path, checkpoint)
+    history = History(commits, drive_s, cleanings, query_id)
+    (root / HISTORY_FILE).write_text(json.dumps(asdict(history)))
+    return history
+
+
+def restart(history_root: Path, run_root: Path) -> Restart:
+    """Step 3 and 4 on a copy of the history in ``run_root`` (the history stays as it was)."""
+    history = History(**json.loads((history_root / HISTORY_FILE).read_text()))
+    shutil.copytree(history_root, run_root)
+    path, checkpoint = run_root / "log", run_root / "checkpoint"
+    result = spark_process(path, checkpoint)
+    return Restart(
+        result["start_to_end_s"],
+        sum(result["trigger_ms"]),
+        result["batches"],
+        verify(path, checkpoint, sink_of(history.query_id)),
+    )
+
+
+def long_run(
+    root: Path,
+    commits: int,
+    internal_segment_bytes: int | None = None,
+    restarts: int = 1,
+) -> Run:
+    """Build the history in ``root / "history"`` (or reuse the one found there), restart the
+    query ``restarts`` times, each on a fresh copy of it, verify each (module doc)."""
+    history_root = root / "history"
+    if (history_root / HISTORY_FILE).is_file():
+        history = History(**json.loads((history_root / HISTORY_FILE).read_text()))
+        if history.commits != commits:
+            raise ValueError(f"{history_root} holds {history.commits} commits, not {commits}")
+    else:
+        shutil.rmtree(history_root, ignore_errors=True)
+        history_root.mkdir(parents=True)
+        history = build_history(history_root, commits, internal_segment_bytes)
+    done: list[Restart] = []
+    sizes: tuple[int, int, dict[str, int]] | None = None
+    for number in range(restarts):
+        run_root = root / f"restart-{number}"
+        shutil.rmtree(run_root, ignore_errors=True)
+        done.append(restart(history_root, run_root))
+        if sizes is None:
+            path = run_root / "log"
+            sizes = (
+                topic_bytes(path, "__transaction_state"),
+                topic_bytes(path, "__consumer_offsets"),
+                {t: len(list(path.glob(f"{t}-*/*.log"))) for t in INTERNAL},
+            )
+        shutil.rmtree(run_root)
+    assert sizes is not None
+    wrong = [r for r in done if not (r.verdict.exactly_once and r.verdict.consistent)]
     return Run(
         commits,
-        drive_s,
-        restart["start_to_end_s"],
-        sum(restart["trigger_ms"]),
-        restart["batches"],
-        topic_bytes(path, "__transaction_state"),
-        topic_bytes(path, "__consumer_offsets"),
-        {t: len(list(path.glob(f"{t}-*/*.log"))) for t in INTERNAL},
-        cleanings,
-        verify(path, checkpoint, sink),
+        history.drive_s,
+        statistics.median(r.start_to_commit_s for r in done),
+        int(statistics.median(r.trigger_ms for r in done)),
+        done[-1].batches,
+        *sizes,
+        history.cleanings,
+        (wrong or done)[-1 if not wrong else 0].verdict,
+        [r.start_to_commit_s for r in done],
+        [r.trigger_ms for r in done],
     )
 
 
@@ -367,6 +453,9 @@ def report(runs: Sequence[Run]) -> None:
             f"{run.verdict.exactly_once!s:>12} {run.verdict.consistent!s:>10}",
             flush=True,
         )
+    print("restarts (s, each on a fresh copy of the same history; the median above): " + "; ".join(
+        f"{r.commits:,}: " + ", ".join(f"{t:.2f}" for t in r.restarts_s) for r in runs
+    ))  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -377,18 +466,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--internal-segment-bytes", type=int, default=None,
         help="lower the internal topics' segment.bytes (default: Kafka's 100 MiB)",
     )  # fmt: skip
+    parser.add_argument(
+        "--restarts", type=int, default=3,
+        help="restarts per size, each on a fresh copy of the same history (the median counts)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keep", default=None, metavar="DIR",
+        help="build each size's history in DIR/<commits>/history and keep it; a history "
+        "already there is reused (its drive figures are those of when it was built)",
+    )  # fmt: skip
     parser.add_argument("--query", nargs=2, metavar=("LOG", "CHECKPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.query:
         print(json.dumps(run_query(*args.query)), flush=True)
         return 0
+    if args.restarts < 1:
+        parser.error(f"--restarts must be at least 1, got {args.restarts}")
     runs = []
-    with tempfile.TemporaryDirectory(prefix="txnlog-longrun-", dir=args.dir) as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep is None:
+            base = Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="txnlog-longrun-", dir=args.dir)
+            ))  # fmt: skip
+        else:
+            base = Path(args.keep)
         for commits in (int(s) for s in args.sizes.split(",")):
-            run = long_run(Path(tmp) / str(commits), commits, args.internal_segment_bytes)
+            run = long_run(base / str(commits), commits, args.internal_segment_bytes, args.restarts)
             runs.append(run)
             print(json.dumps(asdict(run)), flush=True)
-            shutil.rmtree(Path(tmp) / str(commits))
+            if args.keep is None:
+                shutil.rmtree(base / str(commits))
     report(runs)
     ok = all(r.verdict.exactly_once and r.verdict.consistent for r in runs)
     print("correct: every record exactly once, ledger and group offsets consistent" if ok

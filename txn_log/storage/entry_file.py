@@ -70,24 +70,37 @@ class EntryFile(Generic[E]):
 
     # --- reading ---------------------------------------------------------------------------
 
+    def _follow(self) -> os.stat_result | None:
+        """Point ``_fd`` at the file now at ``path`` (reopened, cache dropped, if it was
+        replaced) and return its ``stat``; None if this view never saw the file (a lazily
+        created one). Caller holds ``_lock``."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            if self._fd is None:
+                return None  # never there for this view (a lazily created file)
+            # deleted with its segment (retention) or its topic: the open file is still what
+            # this view reads, and the entries it holds still describe the data it reads
+            return os.fstat(self._fd)
+        if self._fd is None or stat.st_ino != self._ino:
+            self._forget()
+            self._fd = os.open(self.path, os.O_RDWR)
+            self._close_fd = owned_fd(self, self._fd)
+            self._ino = os.fstat(self._fd).st_ino
+        return stat
+
+    def _whole_size(self, stat: os.stat_result | None) -> int:
+        """Bytes of the whole entries in a file of ``stat`` (a torn last entry left out)."""
+        return 0 if stat is None else stat.st_size - stat.st_size % self.entry_size
+
     def refresh(self) -> Sequence[E]:
         """Catch up with the file and return the cached entries (do not mutate the result)."""
         with self._lock:
-            try:
-                stat = os.stat(self.path)
-            except FileNotFoundError:
-                if self._fd is None:
-                    return self._entries  # never there for this view (a lazily created file)
-                # deleted with its segment (retention) or its topic: the open file is still what
-                # this view reads, and the entries it holds still describe the data it reads
-                stat = os.fstat(self._fd)
-            if self._fd is None or stat.st_ino != self._ino:
-                self._forget()
-                self._fd = os.open(self.path, os.O_RDWR)
-                self._close_fd = owned_fd(self, self._fd)
-                self._ino = os.fstat(self._fd).st_ino
+            stat = self._follow()
+            if stat is None:
+                return self._entries
             size = self.entry_size
-            aligned = stat.st_size - stat.st_size % size
+            aligned = self._whole_size(stat)
             cached = len(self._entries) * size
             if aligned < cached:
                 self._load(0, aligned)
@@ -99,6 +112,21 @@ class EntryFile(Generic[E]):
                 else:
                     self._extend(chunk[size:] if cached else chunk)
             return self._entries
+
+    def last(self) -> E | None:
+        """The file's last whole entry now, as ``refresh()[-1]``, but a file this view has not
+        read yet is not read whole for it: one ``pread`` of its last entry, nothing cached.
+        Opening a segment, and appending to it, need only its indexes' last entries, and a
+        100 MiB segment's indexes hold tens of thousands."""
+        with self._lock:
+            if self._entries:
+                entries = self.refresh()
+                return entries[-1] if entries else None
+            end = self._whole_size(self._follow())
+            if end == 0 or self._fd is None:
+                return None
+            raw = pread_fully(self._fd, self.entry_size, end - self.entry_size)
+            return self._decode(self._layout.unpack(raw))
 
     def read_raw(self) -> bytes:
         """The whole file as it is now, torn tail included (b"" if it does not exist)."""
@@ -116,10 +144,13 @@ class EntryFile(Generic[E]):
     def append(self, entry: tuple[Any, ...]) -> E:
         """Append one entry after the last whole one (overwriting a torn last entry)."""
         with self._lock:
-            self.refresh()
+            if self._entries:
+                self.refresh()
+                end = len(self._entries) * self.entry_size
+            else:  # nothing cached: append without reading the file whole (see ``last``)
+                end = self._whole_size(self._follow())
             raw = self._layout.pack(*entry)
             fd = self._writable_fd()
-            end = len(self._entries) * self.entry_size
             try:
                 write_all(fd, raw, end)  # over a torn last entry, which is shorter than this one
             except OSError as exc:
@@ -127,8 +158,9 @@ class EntryFile(Generic[E]):
                     f"cannot append to {self.path} at position {end}: {exc}"
                 ) from exc
             decoded = self._decode(self._layout.unpack(raw))
-            self._entries.append(decoded)
-            self._last_raw = raw
+            if end == len(self._entries) * self.entry_size:  # the cache is whole: keep it so
+                self._entries.append(decoded)
+                self._last_raw = raw
             return decoded
 
     def truncate_entries(self, count: int) -> None:
@@ -247,8 +279,7 @@ class SegmentIndexFile(Generic[E]):
         return list(self._file.refresh())
 
     def last_entry(self) -> E | None:
-        entries = self._file.refresh()
-        return entries[-1] if entries else None
+        return self._file.last()
 
     def _raw_entries(self) -> Iterator[tuple[int, tuple[Any, ...]]]:
         """``(entry number, unpacked fields)`` of the whole file; a torn last entry is

@@ -208,3 +208,31 @@ def test_lookup_agrees_with_a_linear_model(
         below = [p for p in pairs if p[0] <= target]
         expected = OffsetPosition(*below[-1]) if below else OffsetPosition(BASE, 0)
         assert index.lookup(target) == expected
+
+
+def test_a_view_that_never_read_the_file_appends_and_answers_like_one_that_did(
+    path: Path,
+) -> None:
+    """A fresh view (a process opening a segment) peeks at the last entry and appends after
+    it without reading the file whole; what it and a view that read everything see is the
+    same, a torn last entry is written over, and a file replaced underneath (the cleaner's
+    swap) is followed."""
+    filled(path, PAIRS)
+    with path.open("ab") as file:
+        file.write(struct.pack(">ii", 1030 - BASE, 9000)[:3])  # a writer died mid-entry
+    fresh = OffsetIndex(path, BASE)
+    assert fresh.last_entry() == OffsetPosition(1020, 8200)
+    fresh.append(1030, 9000)
+    with pytest.raises(InvalidOffsetError):
+        fresh.append(1030, 9100)  # the peeked last entry still guards the order
+    assert path.stat().st_size == 4 * ENTRY_SIZE
+    whole = [OffsetPosition(o, p) for o, p in [*PAIRS, (1030, 9000)]]
+    assert fresh.entries() == whole == OffsetIndex(path, BASE).entries()
+    assert fresh.lookup(1025) == OffsetPosition(1020, 8200)
+    replacement = path.with_suffix(".swap")
+    replacement.write_bytes(struct.pack(">ii", 1002 - BASE, 10))
+    replacement.rename(path)  # a new inode at the same name
+    other = OffsetIndex(path, BASE)
+    assert other.last_entry() == OffsetPosition(1002, 10)
+    other.append(1040, 20)
+    assert fresh.entries() == [OffsetPosition(1002, 10), OffsetPosition(1040, 20)]
