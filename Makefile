@@ -60,8 +60,9 @@ bench-history: setup
 	$(PY) bench/bench_history.py
 
 ## longrun: 100,000 micro-batch commits through the sink's commit protocol (no Spark), then a
-## real Spark query restarted on that log, against the same after 1,000 (about an hour: ~30 ms
-## a commit; not part of make test). Fewer: make longrun LONGRUN_SIZES=1000,20000
+## real Spark query restarted on that log (3 times, each on a copy of it; the median counts),
+## against the same after 1,000 (about an hour: ~30 ms a commit; not part of make test).
+## Fewer: make longrun LONGRUN_SIZES=1000,20000
 LONGRUN_SIZES ?= 1000,100000
 longrun: setup
 	$(PY) -m integration.longrun_history --sizes $(LONGRUN_SIZES)
