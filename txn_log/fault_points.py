@@ -20,7 +20,8 @@ commit of many transactions, ``TransactionCoordinator.commit_transactions``);
 ``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written);
 ``append.before_write`` (a data batch validated under the partition lock, not yet written);
 ``topic.after_partition_dirs`` (``create_topic`` made the partition directories, its topic file
-not written yet);
+not written yet); ``topic.after_meta_unlink`` (``delete_topic`` removed the topic file, not yet
+its partitions);
 ``producer_ids.after_temp_fsync`` and ``producer_ids.after_rename`` (a producer-id block file
 written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``);
 ``cleaner.after_cleaned``, ``cleaner.before_log_swap``, ``cleaner.after_swap_commit``,

@@ -333,6 +333,7 @@ class LogManager:
             count = int(self._read_topic(name, refresh=True)["partitions"])
             self._meta_path(name).unlink()
             fsync_directory(self.path / TOPICS_DIR)
+            crash_point("topic.after_meta_unlink")
             with self._mutex:
                 self._topics.pop(name, None)
             for partition in range(count):
@@ -420,8 +421,10 @@ class LogManager:
         writable log, a lock-free PartitionReader with producer state on a read-only one.
 
         A cached partition whose topic was deleted, or deleted and re-created, since it was
-        opened is dropped (one ``stat``): the answer is always the partition of the topic
-        that exists now, or UnknownTopicOrPartitionError.
+        opened is dropped (its identity read again, and a ``stat`` of the topic file: a
+        deletion killed after removing that file leaves the partition's identity as it was):
+        the answer is always the partition of the topic that exists now, or
+        UnknownTopicOrPartitionError.
 
         A partition is opened only after the topic's file is read afresh, and only if its
         directory carries that file's topic id: a directory no topic file names (left by a
@@ -432,7 +435,7 @@ class LogManager:
         with self._mutex:
             cached = self._partitions.get(topic_partition)
             if cached is not None:
-                if cached.is_current():
+                if cached.is_current() and self._meta_path(topic_partition.topic).exists():
                     return cached
                 del self._partitions[topic_partition]  # not closed: readers may hold it
             document = self._read_topic(topic_partition.topic, refresh=True)

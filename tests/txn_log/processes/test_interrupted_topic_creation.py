@@ -5,6 +5,10 @@ killed while re-creating ``scratch``; a transactional producer whose process sti
 old topic's file cached wrote three records into the orphan ``scratch-0`` and committed them,
 and the next ``create_topic("scratch")`` removed them: acknowledged records lost).
 
+The same for a ``delete_topic`` killed after it removed the topic file but before the
+partitions (crash point ``topic.after_meta_unlink``): a process that has a partition open must
+stop acknowledging writes there.
+
 Real processes: the creation is killed at its crash point ``topic.after_partition_dirs``
 (``txn_log/fault_points.py``); the holder is this process, whose producers wrote partition 1
 of the old topic (their metadata and the ``Log``'s topic file cached) and never partition 0.
@@ -108,3 +112,29 @@ def test_the_next_creation_gives_an_empty_usable_topic_that_every_process_sees(
     with Log.open(orphaned.log_dir) as other:
         assert [r.value for r in other.consumer("read_committed").read(TP, 0)] == [b"kept"]
         assert list(other.consumer("read_committed").read(TopicPartition(TOPIC, 1), 0)) == []
+
+
+def test_nothing_is_acknowledged_in_a_topic_whose_deletion_was_interrupted(tmp_path: Path) -> None:
+    """``delete_topic`` SIGKILLed after it removed the topic file, before the partitions: a
+    process that has the partition open (cached, its identity unchanged) must not go on
+    appending and acknowledging there, for the next creation of the name removes it all."""
+    log_dir = tmp_path / "log"
+    assert run(f"log.create_topic({TOPIC!r}, 2)", log_dir) == 0
+    with Log.open(log_dir) as holder:
+        idempotent, transactional = holder.producer(), holder.producer("t2")
+        transactional.init_transactions()
+        idempotent.send(TOPIC, b"before", partition=0)
+        idempotent.flush()
+        killed = run(f"log.delete_topic({TOPIC!r})", log_dir, "topic.after_meta_unlink")
+        assert killed == -signal.SIGKILL
+        assert (log_dir / TP.directory_name).is_dir() and TOPIC not in holder.topics()
+        idempotent.send(TOPIC, b"lost?", partition=0)
+        with pytest.raises(UnknownTopicOrPartitionError, match="scratch"):
+            idempotent.flush()
+        transactional.begin_transaction()
+        with pytest.raises(UnknownTopicOrPartitionError, match="scratch"):
+            transactional.send(TOPIC, b"lost?", partition=0)
+            transactional.commit_transaction()
+        transactional.abort_transaction()
+        with pytest.raises(UnknownTopicOrPartitionError, match="scratch"):
+            holder.consumer("read_committed").read(TP, 0)
