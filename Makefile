@@ -30,7 +30,7 @@ demo-kafka: setup
 
 ## test: set up, then run every suite but the slow ones (unit, process, Spark, fast faults)
 test: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=25
 
 ## test-all: every test, the slow ones included
 test-all: setup
