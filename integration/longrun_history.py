@@ -321,6 +321,7 @@ class History:
     drive_s: float
     cleanings: list[str]
     query_id: str
+    internal_segment_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -366,7 +367,7 @@ def build_history(root: Path, commits: int, internal_segment_bytes: int | None =
     if last >= 1:
         advance_checkpoint(checkpoint, last, last + 1)
     append_source(path, RESTART_RECORDS)
-    history = History(commits, drive_s, cleanings, query_id)
+    history = History(commits, drive_s, cleanings, query_id, internal_segment_bytes)
     (root / HISTORY_FILE).write_text(json.dumps(asdict(history)))
     return history
 
@@ -396,8 +397,12 @@ def long_run(
     history_root = root / "history"
     if (history_root / HISTORY_FILE).is_file():
         history = History(**json.loads((history_root / HISTORY_FILE).read_text()))
-        if history.commits != commits:
-            raise ValueError(f"{history_root} holds {history.commits} commits, not {commits}")
+        if (history.commits, history.internal_segment_bytes) != (commits, internal_segment_bytes):
+            raise ValueError(
+                f"{history_root} holds {history.commits} commits with internal segment.bytes "
+                f"{history.internal_segment_bytes or 'default'}; asked for {commits} with "
+                f"{internal_segment_bytes or 'default'}: choose another --keep directory"
+            )
     else:
         shutil.rmtree(history_root, ignore_errors=True)
         history_root.mkdir(parents=True)
@@ -426,7 +431,7 @@ def long_run(
         done[-1].batches,
         *sizes,
         history.cleanings,
-        (wrong or done)[-1 if not wrong else 0].verdict,
+        (wrong[0] if wrong else done[-1]).verdict,
         [r.start_to_commit_s for r in done],
         [r.trigger_ms for r in done],
     )
