@@ -88,7 +88,7 @@ def main() -> None:
             log.create_topic(TOPIC, 3)
         served = start_serve(root / "kafka")
         try:
-            cluster = KafkaCluster(served.bootstrap, (("bootstrap.servers", served.bootstrap),))
+            cluster = KafkaCluster.at(served.bootstrap)
             backend = KafkaBackend(cluster)
             kafka, phases = run(backend, "kafka", args)
             backend.close()

@@ -39,6 +39,11 @@ class KafkaCluster:
     bootstrap_servers: str
     settings: tuple[tuple[str, str], ...]
 
+    @classmethod
+    def at(cls, bootstrap_servers: str) -> KafkaCluster:
+        """The cluster at ``bootstrap_servers`` with no other client setting."""
+        return cls(bootstrap_servers, (("bootstrap.servers", bootstrap_servers),))
+
     def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
         """A confluent-kafka config: the user's settings, then the connector's ``overrides``
         (names spelled with ``_`` for ``.``: ``isolation_level="read_committed"``)."""

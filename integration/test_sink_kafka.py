@@ -45,7 +45,7 @@ def served(tmp_path: Path) -> Iterator[ServeProcess]:
 
 
 def backend(served: ServeProcess) -> KafkaBackend:
-    return KafkaBackend(KafkaCluster(served.bootstrap, (("bootstrap.servers", served.bootstrap),)))
+    return KafkaBackend(KafkaCluster.at(served.bootstrap))
 
 
 def test_a_stream_lands_exactly_once_in_kafka_mode(

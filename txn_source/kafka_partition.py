@@ -32,8 +32,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import InputPartition
-
 from datasource_options.location import KafkaCluster
 from offsets.offset_range import OffsetRange
 from txn_log.consumer import ReadStats
@@ -41,11 +39,11 @@ from txn_log.errors import UnknownTopicOrPartitionError
 from txn_log.read_committed import IsolationLevel
 from txn_log.topic_partition import TopicPartition
 from txn_source.data_loss import readable_range, report_partition_gone
+from txn_source.partition import MAX_ROWS_PER_BATCH, PlannedRange
 from txn_source.read_metrics import report_read
 
 logger = logging.getLogger(__name__)
 
-MAX_ROWS_PER_BATCH = 65_536
 CONSUME_BATCH = 10_000
 POLL_S = 1.0
 """One consume call's wait; the task waits up to ``poll_timeout_ms`` in all for progress."""
@@ -59,26 +57,11 @@ _TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
 
 
 @dataclass(frozen=True)
-class KafkaInputPartition(InputPartition):
+class KafkaInputPartition(PlannedRange):
     """Read offsets ``[start, end)`` of one partition of ``cluster``."""
 
     cluster: KafkaCluster
-    topic: str
-    partition: int
-    start: int
-    end: int
-    isolation_level: str
-    include_headers: bool
-    fail_on_data_loss: bool
     poll_timeout_ms: int
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-    @property
-    def offset_range(self) -> OffsetRange:
-        return OffsetRange(self.topic_partition, self.start, self.end)
 
 
 def read_kafka_partition(p: KafkaInputPartition) -> Iterator[Any]:

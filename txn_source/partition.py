@@ -36,7 +36,29 @@ MAX_ROWS_PER_BATCH = 65_536
 
 
 @dataclass(frozen=True)
-class TxnLogInputPartition(InputPartition):
+class PlannedRange(InputPartition):
+    """What every read task is planned with, in either mode: offsets ``[start, end)`` of one
+    partition, read at ``isolation_level`` (``read_committed`` / ``read_uncommitted``)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    isolation_level: str
+    include_headers: bool
+    fail_on_data_loss: bool
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def offset_range(self) -> OffsetRange:
+        return OffsetRange(self.topic_partition, self.start, self.end)
+
+
+@dataclass(frozen=True)
+class TxnLogInputPartition(PlannedRange):
     """Read offsets ``[start, end)`` of one partition of the log at ``path``.
 
     ``aborted_txns`` holds every aborted transaction overlapping the range (empty under
@@ -46,23 +68,8 @@ class TxnLogInputPartition(InputPartition):
     """
 
     path: str
-    topic: str
-    partition: int
-    start: int
-    end: int
-    isolation_level: str
-    include_headers: bool
-    fail_on_data_loss: bool
     aborted_txns: tuple[AbortedTxn, ...] = ()
     topic_id: str | None = None
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-    @property
-    def offset_range(self) -> OffsetRange:
-        return OffsetRange(self.topic_partition, self.start, self.end)
 
 
 def read_partition(partition: InputPartition) -> Iterator[Any]:

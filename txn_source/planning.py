@@ -14,6 +14,7 @@ directory and ``KafkaInputPartition`` for a Kafka cluster (issue 16).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
@@ -80,27 +81,22 @@ def _input_partition(
     view: SourceView, options: SourceOptions, offset_range: OffsetRange
 ) -> InputPartition:
     tp = offset_range.topic_partition
+    planned: dict[str, Any] = {
+        "topic": tp.topic,
+        "partition": tp.partition,
+        "start": offset_range.start,
+        "end": offset_range.end,
+        "isolation_level": options.isolation_level.name.lower(),
+        "include_headers": options.include_headers,
+        "fail_on_data_loss": options.fail_on_data_loss,
+    }
     if options.kafka is not None:
         return KafkaInputPartition(
-            cluster=options.kafka,
-            topic=tp.topic,
-            partition=tp.partition,
-            start=offset_range.start,
-            end=offset_range.end,
-            isolation_level=options.isolation_level.name.lower(),
-            include_headers=options.include_headers,
-            fail_on_data_loss=options.fail_on_data_loss,
-            poll_timeout_ms=options.poll_timeout_ms,
+            **planned, cluster=options.kafka, poll_timeout_ms=options.poll_timeout_ms
         )
     return TxnLogInputPartition(
+        **planned,
         path=options.path,
-        topic=tp.topic,
-        partition=tp.partition,
-        start=offset_range.start,
-        end=offset_range.end,
-        isolation_level=options.isolation_level.name.lower(),
-        include_headers=options.include_headers,
-        fail_on_data_loss=options.fail_on_data_loss,
         aborted_txns=view.aborted_txns(offset_range),
         topic_id=view.topic_id(tp),
     )

@@ -22,7 +22,7 @@ SINK = SinkIdentity("spark-query-killed", "killed", "group-killed")
 
 def main(argv: list[str]) -> None:
     bootstrap, ledger, topic, batch, task, *values = argv
-    cluster = KafkaCluster(bootstrap, (("bootstrap.servers", bootstrap),))
+    cluster = KafkaCluster.at(bootstrap)
     backend = KafkaBackend(cluster, ledger_topic=ledger, timeout_s=30)
     protocol = SinkCommitProtocol(backend, SINK)
     transaction = protocol.begin_task(int(batch), int(task))

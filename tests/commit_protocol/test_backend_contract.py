@@ -85,7 +85,7 @@ def kafka_harness(served: ServeProcess) -> Iterator[Harness]:
     log = Log.open(served.path)
     for metadata in log.coordinator.open_transactions(""):  # earlier tests' zombies
         log.coordinator.abort_transaction(metadata.transactional_id)
-    cluster = KafkaCluster(served.bootstrap, (("bootstrap.servers", served.bootstrap),))
+    cluster = KafkaCluster.at(served.bootstrap)
     backend = KafkaBackend(cluster, ledger_topic=f"ledger-{number}", timeout_s=30)
     topic = f"out-{number}"
     backend.create_topic(topic, 3)

@@ -43,7 +43,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 
 @pytest.fixture
 def backend(served: ServeProcess) -> Iterator[KafkaBackend]:
-    cluster = KafkaCluster(served.bootstrap, (("bootstrap.servers", served.bootstrap),))
+    cluster = KafkaCluster.at(served.bootstrap)
     number = next(_names)
     made = KafkaBackend(cluster, ledger_topic=f"ledger-{number}", timeout_s=30)
     made.create_topic(f"out-{number}", 1)

@@ -37,7 +37,7 @@ def topic() -> str:
 
 
 def cluster_of(served: ServeProcess) -> KafkaCluster:
-    return KafkaCluster(served.bootstrap, (("bootstrap.servers", served.bootstrap),))
+    return KafkaCluster.at(served.bootstrap)
 
 
 def send(log: Log, topic: str, values: list[bytes], *, txn_id: str = "w", end: str = "commit"):  # type: ignore[no-untyped-def]

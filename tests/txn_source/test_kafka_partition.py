@@ -144,7 +144,15 @@ def test_the_same_rows_as_the_embedded_source_on_the_same_log(
         end = view.latest(tp)
         aborted = view.aborted_txns(OffsetRange(tp, 0, end))
     embedded = TxnLogInputPartition(
-        str(served.path), topic, 0, 0, end, "read_committed", True, True, aborted
+        topic=topic,
+        partition=0,
+        start=0,
+        end=end,
+        isolation_level="read_committed",
+        include_headers=True,
+        fail_on_data_loss=True,
+        path=str(served.path),
+        aborted_txns=aborted,
     )
     expected = [r for b in read_partition(embedded) for r in b.to_pylist()]
     kafka = task(served, topic, 0, end, include_headers=True)
