@@ -24,9 +24,10 @@ not written yet); ``topic.after_meta_unlink`` (``delete_topic`` removed the topi
 its partitions);
 ``producer_ids.after_temp_fsync`` and ``producer_ids.after_rename`` (a producer-id block file
 written and synced but not renamed; renamed but its directory not yet synced, ``durable_file``);
-``cleaner.after_cleaned``, ``cleaner.before_log_swap``, ``cleaner.after_swap_commit``,
-``cleaner.between_swap_renames``, ``cleaner.after_swap`` (the log cleaner's segment swap,
-``storage.cleaner_swap``);
+``cleaner.after_cleaned``, ``cleaner.after_merge_hint``, ``cleaner.before_log_swap``,
+``cleaner.after_swap_commit``, ``cleaner.between_swap_renames``, ``cleaner.after_swap``,
+``cleaner.between_merged_deletes``, ``cleaner.before_merge_hint_delete`` (the log cleaner's
+segment swap and merge, ``storage.cleaner_swap``);
 ``coordinator_snapshot.after_temp_fsync`` / ``.after_rename`` and ``offsets_snapshot.*`` (the
 same two steps of writing a coordinator or group offset state snapshot, ``state_snapshot``),
 and ``cleaner.horizon.*`` (the cleaner horizon's write, ``storage.cleaner_horizon``);

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         {
             "partition": s.topic_partition,
             "segments": len(s.segments_cleaned),
+            "written": s.segments_written,
             "bytes_before": s.bytes_before,
             "bytes_after": s.bytes_after,
             "records_removed": s.records_removed,
@@ -57,10 +58,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json([asdict(s) for s in stats])
         return EXIT_OK
-    emit_table(rows, ["partition", "segments", "bytes_before", "bytes_after", "records_removed",
-                      "note"])  # fmt: skip
+    emit_table(rows, ["partition", "segments", "written", "bytes_before", "bytes_after",
+                      "records_removed", "note"])  # fmt: skip
     segments = sum(len(s.segments_cleaned) for s in stats)
+    written = sum(s.segments_written for s in stats)
     removed = sum(s.records_removed for s in stats)
-    print(f"Cleaned {segments} segment(s) in {len(stats)} partition(s); {removed} record(s) "
-          "removed.")  # fmt: skip
+    print(f"Cleaned {segments} segment(s) into {written} in {len(stats)} partition(s); "
+          f"{removed} record(s) removed.")  # fmt: skip
     return EXIT_OK

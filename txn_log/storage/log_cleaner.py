@@ -50,8 +50,9 @@ from pathlib import Path
 
 from txn_log.errors import LogLockedError, StorageError, UnknownTopicOrPartitionError
 from txn_log.file_lock import FileLock
-from txn_log.record.batch_header import BatchHeader, parse_header
+from txn_log.record.batch_header import HEADER_SIZE, BatchHeader, parse_header
 from txn_log.storage.batch_rewriter import RawRecord, iter_raw_records, range_keeper, rebuild_batch
+from txn_log.storage.batch_scan import INT32_MAX
 from txn_log.storage.cleaner_horizon import advance_horizon
 from txn_log.storage.cleaner_swap import (
     CLEANER_LOCK_FILE,
@@ -78,7 +79,8 @@ class CleanerStats:
     """What one cleaning of one partition did (``skipped``: why it did nothing)."""
 
     topic_partition: str
-    segments_cleaned: tuple[int, ...] = ()
+    segments_cleaned: tuple[int, ...] = ()  # base offsets of the segments replaced
+    segments_written: int = 0  # the cleaned segments that replaced them (merged: fewer)
     bytes_before: int = 0
     bytes_after: int = 0
     records_removed: int = 0
@@ -209,28 +211,81 @@ def _clean_batch(header: BatchHeader, data: bytes, context: _Context) -> bytes |
     return result
 
 
-def _clean_segment(
-    segment: LogSegment, context: _Context
-) -> tuple[list[bytes], list[BatchHeader]] | None:
-    """The cleaned batches of ``segment``, or None when it loses nothing."""
+@dataclass
+class _CleanedSegment:
+    """One segment's batches after cleaning, before they are written (``_Group``)."""
+
+    segment: LogSegment
+    batches: list[bytes]
+    changed: bool
+    removed_last: BatchHeader | None  # its last batch, when that went (the range it ends)
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.batches)) + (HEADER_SIZE if self.removed_last else 0)
+
+
+def _is_range_keeper(header: BatchHeader) -> bool:
+    return not header.has_producer_id and not header.is_control and header.records_count == 0
+
+
+def _clean_segment(segment: LogSegment, context: _Context) -> _CleanedSegment:
+    """The cleaned batches of ``segment`` (``changed``: it lost something)."""
     located = list(segment.batches())
     out: list[bytes] = []
     changed = False
+    removed_last = None
     for number, (position, header) in enumerate(located):
         data = segment.read_bytes(position, header.size_in_bytes)
         context.charge(len(data))
-        cleaned = _clean_batch(header, data, context)
+        last = number == len(located) - 1
+        # an earlier cleaning's range keeper stays only where a range still ends (_Group)
+        cleaned = None if _is_range_keeper(header) else _clean_batch(header, data, context)
         if cleaned is None:
-            context.batches_removed += 1
-            if number == len(located) - 1:
-                cleaned = range_keeper(header)  # the segment keeps its offset range
-        if cleaned is not data:
+            if last:
+                removed_last = header
+            if not (last and _is_range_keeper(header)):  # written again as it was
+                context.batches_removed += 1
+                changed = True
+        elif cleaned is not data:
             changed = True
         if cleaned is not None:
             out.append(cleaned)
-    if not changed:
-        return None
-    return out, [parse_header(batch) for batch in out]
+    return _CleanedSegment(segment, out, changed, removed_last)
+
+
+@dataclass
+class _Group:
+    """Consecutive cleaned segments written as one (Kafka's ``groupSegmentsBySize``): at most
+    ``segment.bytes`` after cleaning, offsets within int32 of the first base (index entries)."""
+
+    members: list[_CleanedSegment]
+    end: int  # exclusive: the base offset of the segment after the last member
+
+    def fits(self, member: _CleanedSegment, end: int, segment_bytes: int) -> bool:
+        size = sum(m.size for m in self.members) + member.size
+        first = self.members[0].segment.base_offset
+        return size <= segment_bytes and end - 1 - first <= INT32_MAX
+
+    @property
+    def needs_writing(self) -> bool:
+        return len(self.members) > 1 or self.members[0].changed
+
+    def batches(self) -> list[bytes]:
+        """The members' batches; where the last one's last batch went, an empty batch over its
+        offsets (``range_keeper``), so the written segment still ends at ``end``; holes inside
+        it are fine (T-05)."""
+        out = [batch for member in self.members for batch in member.batches]
+        removed_last = self.members[-1].removed_last
+        if removed_last is not None:
+            out.append(range_keeper(removed_last))
+        return out
+
+    def txn_index(self) -> bytes | None:
+        """The members' aborted-transaction indexes, concatenated unchanged (None: none)."""
+        parts = [_read_if_exists(m.segment.txn_index.path) for m in self.members]
+        found = [part for part in parts if part is not None]
+        return b"".join(found) if found else None
 
 
 def _read_if_exists(path: Path) -> bytes | None:
@@ -240,20 +295,24 @@ def _read_if_exists(path: Path) -> bytes | None:
         return None
 
 
-def _swap_in(partition: PartitionLog, segment: LogSegment, *, wait: bool) -> bool:
-    """Commit and finish the swap of ``segment`` under the partition lock; False (and the
-    cleaned files deleted) when retention deleted it or another cleaner replaced it first.
-    LogLockedError (cleaned files deleted) when not ``wait``ing and a writer holds it."""
+def _swap_in(partition: PartitionLog, group: _Group, *, wait: bool) -> bool:
+    """Commit and finish the swap of ``group`` under the partition lock; False (and the
+    cleaned files deleted) when retention deleted one of its segments or another cleaner
+    replaced one first. LogLockedError (cleaned files deleted) when not ``wait``ing and a
+    writer holds it."""
     directory = partition.directory
+    base = group.members[0].segment.base_offset
+    merged_end = group.end if len(group.members) > 1 else None
     try:
         with partition.maintenance_locked(wait=wait):
-            if not segment.log_path.exists() or segment.is_replaced():
-                remove_cleaner_files(directory, segment.base_offset)
-                return False
-            commit_swap(directory, segment.base_offset)
-            finish_swap(directory, segment.base_offset)
+            for member in group.members:
+                if not member.segment.log_path.exists() or member.segment.is_replaced():
+                    remove_cleaner_files(directory, base)
+                    return False
+            commit_swap(directory, base, merged_end)
+            finish_swap(directory, base)
     except LogLockedError:
-        remove_cleaner_files(directory, segment.base_offset)
+        remove_cleaner_files(directory, base)
         raise
     return True
 
@@ -373,22 +432,39 @@ def _clean_locked(
     # went in an earlier cleaning (the checkpoint moves only after a complete one).
     _build_offset_map([s for s in chosen if s.base_offset >= first_dirty], context)
     cleaned: list[int] = []
+    written: list[int] = []
     before = after = 0
     ends = {s.base_offset: following.base_offset for s, following in itertools.pairwise(segments)}
-    for segment in chosen:
-        result = _clean_segment(segment, context)
-        if result is None:
-            continue
-        batches, headers = result
+
+    def write(group: _Group) -> None:
+        nonlocal before, after
+        if not group.needs_writing:
+            return
+        batches = group.batches()
         # before the swap: no process may see a cleaned segment the horizon does not cover
-        advance_horizon(directory, ends[segment.base_offset], context.removed_end)
-        txn_raw = _read_if_exists(segment.txn_index.path)  # copied unchanged (cleaner_swap)
-        size = write_cleaned(directory, segment.base_offset, batches, headers, txn_raw,
-                             config.index_interval_bytes)  # fmt: skip
+        advance_horizon(directory, group.end, context.removed_end)
+        base = group.members[0].segment.base_offset
+        size = write_cleaned(directory, base, batches, [parse_header(b) for b in batches],
+                             group.txn_index(), config.index_interval_bytes)  # fmt: skip
         context.charge(size)
-        if _swap_in(partition, segment, wait=wait):
-            cleaned.append(segment.base_offset)
-            before, after = before + segment.size, after + size
+        if _swap_in(partition, group, wait=wait):
+            written.append(base)
+            cleaned.extend(m.segment.base_offset for m in group.members)
+            before += sum(m.segment.size for m in group.members)
+            after += size
+
+    group: _Group | None = None
+    for segment in chosen:
+        member, end = _clean_segment(segment, context), ends[segment.base_offset]
+        if group is not None and group.fits(member, end, config.segment_bytes):
+            group.members.append(member)
+            group.end = end
+            continue
+        if group is not None:
+            write(group)
+        group = _Group([member], end)
+    if group is not None:
+        write(group)
     cleanable_end = chosen[-1].next_offset if chosen else 0
     following = [s.base_offset for s in segments if s.base_offset > chosen[-1].base_offset]
     if following:
@@ -396,6 +472,6 @@ def _clean_locked(
     write_durably(directory / CHECKPOINT_FILE, f"{cleanable_end}\n".encode())
     _ = partition.log_start_offset  # this process's own view takes the cleaned copies
     return CleanerStats(
-        name, tuple(cleaned), before, after, context.records_removed, context.batches_removed,
-        ratio,
+        name, tuple(cleaned), len(written), before, after, context.records_removed,
+        context.batches_removed, ratio,
     )  # fmt: skip

@@ -9,6 +9,16 @@ Many processes: a segment another process's retention deleted may vanish between
 directory and opening it, so a segment found on disk is opened without ``O_CREAT`` and skipped
 when gone; only a writer, under the partition lock, creates one (``open_new_segment``). Every
 function is safe to call without the lock unless it says otherwise.
+
+The log cleaner may merge consecutive segments into one (``cleaner_swap``): it renames the
+merged file over the group's first segment, then deletes the others. So segments found on disk
+are opened newest first: one found gone was deleted by a merge that had already put its merged
+file in place, which the older segment opened after it then is. A list may then hold old
+segments the merged one covers (listed before they were deleted, or left by a crash): they are
+dropped (``drop_covered``: a segment that starts below its predecessor's end), and a scan that
+meets both versions anyway (an iterator over an older list) skips what it already passed
+(``iter_headers``). The list stays gap-free: a segment is only ever dropped for one that holds
+its offsets.
 """
 
 from __future__ import annotations
@@ -74,13 +84,38 @@ def load_segments(
     (its file, then the directory in its parent). UnknownTopicIdError if the directory is
     gone."""
     bases = segment_bases_on_disk(directory, topic_partition)
-    opened = (open_existing_segment(directory, base, config) for base in bases)
-    segments = [segment for segment in opened if segment is not None]
+    segments = open_newest_first(directory, bases, config)
     if not segments:  # a new partition: its directory and first file, durably
         segments = [open_new_segment(directory, 0, config)]
         fsync_directory(directory)
         fsync_directory(directory.parent)
     return segments
+
+
+def open_newest_first(
+    directory: Path, bases: Sequence[int], config: TopicConfig
+) -> list[LogSegment]:
+    """The segments at ``bases`` that still exist, oldest first, opened newest first and
+    without the ones a merged segment covers (see the module docstring)."""
+    opened = (open_existing_segment(directory, base, config) for base in reversed(bases))
+    segments = [segment for segment in opened if segment is not None]
+    segments.reverse()
+    drop_covered(segments)
+    return segments
+
+
+def drop_covered(segments: list[LogSegment]) -> bool:
+    """Drop segments that start below their predecessor's end: the log cleaner merged them into
+    it (``cleaner_swap``). Never the last (active) one. Not closed (a reader thread may be in
+    one). Whether any went."""
+    kept = segments[:1]
+    for segment in segments[1:-1]:
+        if segment.base_offset >= kept[-1].next_offset:
+            kept.append(segment)
+    kept += segments[-1:] if len(segments) > 1 else []
+    dropped = len(kept) != len(segments)
+    segments[:] = kept
+    return dropped
 
 
 def drop_deleted_head(segments: list[LogSegment]) -> None:
@@ -106,15 +141,20 @@ def reopen_replaced_segments(
     directory: Path, segments: list[LogSegment], config: TopicConfig
 ) -> None:
     """Replace, in ``segments``, the closed segments whose ``.log`` the log cleaner replaced
-    by a cleaned copy with that copy (``cleaner_swap``), so a long-lived view frees the old
-    file and reads the smaller one. The old objects are not closed: an iterator of this
-    process may be reading one, and reads on through it (the old file holds a superset of the
-    new one's records at the same offsets)."""
-    for index, segment in enumerate(segments[:-1]):
+    by a cleaned copy with that copy (``cleaner_swap``), and drop those a merged copy covers,
+    so a long-lived view frees the old files and reads the smaller one. The old objects are not
+    closed: an iterator of this process may be reading one, and reads on through it (the old
+    file holds a superset of the new one's records at the same offsets)."""
+    replaced = False
+    for index in range(len(segments) - 2, -1, -1):  # newest first (module docstring)
+        segment = segments[index]
         if segment.is_replaced():
             fresh = open_existing_segment(directory, segment.base_offset, config)
             if fresh is not None:
                 segments[index] = fresh
+                replaced = True
+    if replaced:
+        drop_covered(segments)
 
 
 def floor_index(segments: Sequence[LogSegment], offset: int) -> int:
@@ -128,17 +168,21 @@ def iter_headers(
     segments: Sequence[LogSegment], start_offset: int, end_offset: int
 ) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
     """(segment, position, header) of the batches overlapping [start_offset, end_offset), in
-    offset order, lock-free. The first may begin before ``start_offset`` (batches are whole)."""
+    offset order, lock-free. The first may begin before ``start_offset`` (batches are whole).
+    A segment that a merged one before it covers (an older list, module docstring) yields only
+    what lies past the merged one's end: nothing is yielded twice."""
     if start_offset >= end_offset:
         return
+    passed = start_offset  # everything below was yielded (or lies below the start)
     for segment in segments[floor_index(segments, start_offset) :]:
         if segment.base_offset >= end_offset:
             return
-        position = segment.find_batch_position(start_offset)
+        position = segment.find_batch_position(passed)
         if position is None:
             continue
         for batch_position, header in segment.batches(start_position=position):
             if header.base_offset >= end_offset:
                 return
-            if header.next_offset > start_offset:
+            if header.next_offset > passed:
                 yield segment, batch_position, header
+                passed = header.next_offset

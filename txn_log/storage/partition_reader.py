@@ -43,6 +43,7 @@ from txn_log.storage.log_segments import (
     floor_index,
     iter_headers,
     open_existing_segment,
+    open_newest_first,
     reopen_replaced_segments,
     segment_bases_on_disk,
 )
@@ -139,11 +140,38 @@ class PartitionReader:
                 return
             segment = open_existing_segment(self.directory, self._end_offset, self.config)
             if segment is None:
-                if not active.log_path.exists():
+                gone = not active.log_path.exists()
+                if (gone or active.is_replaced()) and self._resume_in_merged():
+                    continue
+                if gone:
                     self._skip_deleted_segments()
                 return
             self._segments.append(segment)
             self._tail_position = 0
+
+    def _resume_in_merged(self) -> bool:
+        """The segment this view last applied was closed, then merged by the log cleaner with
+        the ones after it (``cleaner_swap``) before this process applied them: re-list, and go
+        on at ``_end_offset`` inside the segment that holds it now (its cleaned batches replay
+        to the same producer state: the cleaner keeps each producer's last batch). False when
+        no segment holds it (retention deleted it: ``_skip_deleted_segments``)."""
+        try:
+            bases = segment_bases_on_disk(self.directory, self.topic_partition)
+        except UnknownTopicOrPartitionError:
+            return False
+        end = self._end_offset
+        below = [b for b in bases if b <= end]
+        opened = open_newest_first(
+            self.directory, [*below[-1:], *(b for b in bases if b > end)], self.config
+        )
+        if not opened or not opened[0].base_offset <= end < opened[0].next_offset:
+            return False
+        holder = opened[0]
+        position = holder.find_batch_position(end)
+        self._segments = [*(s for s in self._segments if s.base_offset < holder.base_offset),
+                          holder]  # fmt: skip
+        self._tail_position = holder.size if position is None else position
+        return True
 
     def _skip_deleted_segments(self) -> None:
         """Jump over segments another process's retention deleted before this process applied
@@ -157,8 +185,7 @@ class PartitionReader:
         except UnknownTopicOrPartitionError:
             return  # the topic was deleted: this view keeps what it read (the files it holds)
         bases = [b for b in on_disk if b >= self._end_offset]
-        opened = (open_existing_segment(self.directory, b, self.config) for b in bases)
-        retained = [s for s in opened if s is not None]
+        retained = open_newest_first(self.directory, bases, self.config)
         if not retained:
             return  # the partition itself is gone (topic deleted)
         logger.info(

@@ -8,10 +8,14 @@ Run as ``python -m tests.txn_log.cleaner.cleaner_workers ROLE LOG_DIR ...``:
     hold_cleaner LOG_DIR          take partition ``table-0``'s cleaner lock as a cleaner does,
                                   print ``held`` and sleep (a cleaner in the middle of its work)
     write LOG_DIR FIRST COUNT     write rounds FIRST.. (``write_rounds``), one line per round
-    read_loop LOG_DIR STOP_FILE   read topic ``table`` partition 0 lock-free, from the log start
+    read_loop LOG_DIR STOP_FILE [held]
+                                  read topic ``table`` partition 0 lock-free, from the log start
                                   to the LSO and from offsets inside it, again and again until
                                   STOP_FILE exists; checks each read (``check_read``,
-                                  ``check_suffix``) and prints ``ok READS`` or the first violation
+                                  ``check_suffix``) and prints ``ok READS`` or the first
+                                  violation. ``held``: through one reader kept open all along,
+                                  pausing between reads (a long-lived view that lags behind, the
+                                  segments it last read closed and merged meanwhile)
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from txn_log.log import Log
 from txn_log.read_committed import AbortedTxnFilter
 from txn_log.record.codec import iter_records
 from txn_log.storage.cleaner_swap import CLEANER_LOCK_FILE
-from txn_log.storage.partition_reader import open_partition_reader
+from txn_log.storage.partition_reader import PartitionReader, open_partition_reader
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
@@ -94,19 +98,24 @@ def check_suffix(records: list[tuple[int, bytes | None, bytes | None]], start: i
 
 
 def read_committed(
-    log_dir: str, start: int | None = None
+    log_dir: str, start: int | None = None, held: PartitionReader | None = None
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """What read_committed delivers from ``start`` (the log start when None) to the LSO."""
-    return read_with_end(log_dir, start)[0]
+    return read_with_end(log_dir, start, held)[0]
+
+
+def open_reader(log_dir: str) -> PartitionReader:
+    directory = Path(log_dir) / TP.directory_name
+    config = TopicConfig.from_mapping({"cleanup.policy": "compact"})
+    return open_partition_reader(directory, TP, config, with_producer_state=True)
 
 
 def read_with_end(
-    log_dir: str, start: int | None = None
+    log_dir: str, start: int | None = None, held: PartitionReader | None = None
 ) -> tuple[list[tuple[int, bytes | None, bytes | None]], int]:
-    """``read_committed`` and the end (the LSO) it read to."""
-    directory = Path(log_dir) / TP.directory_name
-    config = TopicConfig.from_mapping({"cleanup.policy": "compact"})
-    reader = open_partition_reader(directory, TP, config, with_producer_state=True)
+    """``read_committed`` and the end (the LSO) it read to, through ``held`` if given (kept
+    open), else through a reader opened for this read."""
+    reader = open_reader(log_dir) if held is None else held
     try:
         end = reader.last_stable_offset
         start = reader.log_start_offset if start is None else start
@@ -120,7 +129,8 @@ def read_with_end(
             ]
         return out, end
     finally:
-        reader.close()
+        if held is None:
+            reader.close()
 
 
 def write_rounds(log: Log, first: int, count: int, *, announce: bool = False) -> None:
@@ -165,17 +175,20 @@ def clean(log_dir: str) -> None:
     print(" ".join(str(base) for s in stats for base in s.segments_cleaned), flush=True)
 
 
-def read_loop(log_dir: str, stop_file: str) -> None:
+def read_loop(log_dir: str, stop_file: str, mode: str = "") -> None:
     reads = 0
+    held = open_reader(log_dir) if mode == "held" else None
     while not Path(stop_file).exists() or reads < 3:
-        whole, end = read_with_end(log_dir)
-        problem = check_read(whole, (read_committed(log_dir), end))
+        whole, end = read_with_end(log_dir, None, held)
+        problem = check_read(whole, (read_committed(log_dir, None, held), end))
         for offset in range(0, end, max(end // 12, 1)):  # lookups through the offset index
-            problem = problem or check_suffix(read_committed(log_dir, offset), offset)
+            problem = problem or check_suffix(read_committed(log_dir, offset, held), offset)
         if problem is not None:
             print(f"violation after {reads} reads: {problem}", flush=True)
             return
         reads += 1
+        if held is not None:  # lag behind: the segments it last read get closed and merged
+            time.sleep(0.2)
     print(f"ok {reads}", flush=True)
 
 

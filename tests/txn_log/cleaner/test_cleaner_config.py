@@ -113,7 +113,7 @@ def _fill(path: Path, clock: ManualClock) -> None:
             producer.send(TP.topic, b"%d" % round_, key=key, partition=0)
         producer.flush()
         if round_ >= 4:
-            partition.roll()  # round 4's batch, superseded, ends segment 0: a range keeper
+            partition.roll()  # segments 0 (rounds 0-4) and 10 (round 5), then the active one
     producer.send(TP.topic, b"tail", key=b"c", partition=0)
     producer.flush()
     log.close()
@@ -126,7 +126,8 @@ def test_txnlog_clean_prints_what_it_did_and_verify_passes(tmp_path: Path) -> No
     result = txnlog("clean", path, TP.topic, "--json")
     assert result.returncode == 0, result.stderr
     (stats,) = json.loads(result.stdout)
-    assert stats["segments_cleaned"] == [0] and stats["records_removed"] == 10
+    assert stats["segments_cleaned"] == [0, 10] and stats["records_removed"] == 10
+    assert stats["segments_written"] == 1  # both closed segments merged into one
     assert stats["bytes_after"] < stats["bytes_before"]
     text = txnlog("clean", path)
     assert text.returncode == 0 and "Cleaned 0 segment(s)" in text.stdout

@@ -4,6 +4,7 @@ committed record while segments are swapped under them (C-02, B-17, X-21; ``clea
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -23,9 +24,11 @@ from tests.txn_log.cleaner.cleaner_workers import (
 )
 from tests.txn_log.cli.test_cli import txnlog
 from txn_log.log import Log
+from txn_log.storage.segment import LogSegment
 
 ROOT = Path(__file__).resolve().parents[3]
-CRASH_POINTS = [
+ONE_BATCH_SEGMENTS = "14"  # segment.bytes: every batch rolls, nothing merges (one-for-one swaps)
+SWAP_POINTS = [
     ("cleaner.horizon.after_temp_fsync", 1),  # cleaner_horizon, written before the swap
     ("cleaner.horizon.after_rename", 1),
     ("cleaner.after_cleaned", 1),
@@ -36,13 +39,25 @@ CRASH_POINTS = [
     ("cleaner.after_swap", 1),
     ("cleaner.after_swap", 2),
 ]
+MERGE_POINTS = [  # the default segment.bytes: the four closed segments merge into one
+    ("cleaner.after_cleaned", 1),
+    ("cleaner.after_merge_hint", 1),
+    ("cleaner.before_log_swap", 1),
+    ("cleaner.after_swap_commit", 1),
+    ("cleaner.between_swap_renames", 1),
+    ("cleaner.after_swap", 1),  # the merged file in place, the segments it covers not deleted
+    ("cleaner.between_merged_deletes", 1),
+    ("cleaner.between_merged_deletes", 2),
+    ("cleaner.before_merge_hint_delete", 1),
+]
 
 
-def make_log(path: Path, rounds: int) -> None:
+def make_log(path: Path, rounds: int, segment_bytes: str | None = None) -> None:
+    config = {"cleanup.policy": "compact", "index.interval.bytes": "64"}
+    if segment_bytes is not None:
+        config["segment.bytes"] = segment_bytes
     with Log.open(path, housekeeping_interval_ms=None) as log:
-        log.create_topic(
-            TP.topic, config={"cleanup.policy": "compact", "index.interval.bytes": "64"}
-        )
+        log.create_topic(TP.topic, config=config)
         write_rounds(log, 0, rounds)
 
 
@@ -57,15 +72,35 @@ def run_worker(
 
 def leftovers(path: Path) -> list[str]:
     directory = path / TP.directory_name
-    return sorted(p.name for p in directory.iterdir() if p.suffix in (".cleaned", ".swap"))
+    return sorted(
+        p.name for p in directory.iterdir() if p.suffix in (".cleaned", ".swap", ".merged")
+    )
 
 
-@pytest.mark.parametrize(("point", "after"), CRASH_POINTS)
+def segment_ranges(path: Path) -> list[tuple[int, int]]:
+    """(base, end) of every segment on disk, opened one by one (no reader's list)."""
+    directory = path / TP.directory_name
+    bases = sorted(int(p.name[:-4]) for p in directory.iterdir() if p.name.endswith(".log"))
+    ranges = []
+    for base in bases:
+        segment = LogSegment.open(directory, base)
+        ranges.append((base, segment.next_offset))
+        segment.close()
+    return ranges
+
+
+@pytest.mark.parametrize(
+    ("segment_bytes", "point", "after"),
+    [(ONE_BATCH_SEGMENTS, *p) for p in SWAP_POINTS] + [(None, *p) for p in MERGE_POINTS],
+)
 def test_sigkill_at_every_swap_step_loses_and_duplicates_nothing(
-    tmp_path: Path, point: str, after: int
+    tmp_path: Path, segment_bytes: str | None, point: str, after: int
 ) -> None:
+    """SIGKILL at every step of a one-for-one swap and of a merge of segments: a lock-free
+    reader of what the crash left, recovery, and a cleaning after it lose, duplicate and show
+    no committed record wrongly, and the segments meet end to end again after recovery."""
     path = tmp_path / "log"
-    make_log(path, rounds=4)
+    make_log(path, rounds=4, segment_bytes=segment_bytes)
     before = read_committed(str(path))
     assert check_read(before) is None and len(before) == 44
     killed = run_worker("clean", path, env={"TXNLOG_CRASH_POINT": point,
@@ -81,6 +116,8 @@ def test_sigkill_at_every_swap_step_loses_and_duplicates_nothing(
     with Log.open(path, housekeeping_interval_ms=None) as log:  # recovery under the lock
         log.partition_log(TP)
     assert leftovers(path) == []
+    ranges = segment_ranges(path)
+    assert all(end == following for (_, end), (following, _) in itertools.pairwise(ranges))
     after_recovery = read_committed(str(path))
     assert check_read(after_recovery) is None and set(after_recovery) <= set(before)
     verified = txnlog("verify", path)
@@ -91,6 +128,8 @@ def test_sigkill_at_every_swap_step_loses_and_duplicates_nothing(
     cleaned = read_committed(str(path))
     assert check_read(cleaned) is None
     assert len(cleaned) < len(before) and set(cleaned) <= set(before)
+    if segment_bytes is None:  # merged: the closed segments are one
+        assert [base for base, _ in segment_ranges(path)] == [0, ranges[-1][0]]
 
 
 def spawn(*args: object) -> subprocess.Popen[str]:
@@ -104,12 +143,14 @@ def test_readers_and_a_writer_in_other_processes_during_repeated_cleanings(
     tmp_path: Path,
 ) -> None:
     """X-21, B-17: a writer process appends transactions (committed and aborted) while this
-    process cleans again and again; reader processes reading in a loop (whole log and from
-    offsets inside it, through the index) never see a missing, duplicated or aborted record."""
+    process cleans again and again, merging the closed segments each time; reader processes
+    reading in a loop (whole log and from offsets inside it, through the index; one through a
+    reader it keeps open) never see a missing, duplicated or aborted record."""
     path = tmp_path / "log"
     make_log(path, rounds=3)
     stop = tmp_path / "stop"
-    readers = [spawn("read_loop", path, stop) for _ in range(2)]
+    # one opens a reader per read, one keeps one reader open across the merges
+    readers = [spawn("read_loop", path, stop), spawn("read_loop", path, stop, "held")]
     writer = spawn("write", path, 3, 8)
     try:
         swapped = 0
