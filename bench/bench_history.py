@@ -42,15 +42,16 @@ ratio) and the two internal topics' sizes are printed again, with a fresh proces
 cleaned log and the snapshot it started from (a cleaning below a snapshot leaves it usable);
 the next size extends the cleaned log, as a log whose housekeeping cleans along the way. The
 cleaner never touches the active segment (B-17), and the internal topics' default
-``segment.bytes`` is 100 MiB (Kafka's), so with the default config a history of these sizes may
-still sit whole in its active segment, uncleaned: that figure is printed as it is. So the whole
-run is done twice, on two logs: ``default`` and ``segment.bytes=<--segment-bytes>`` (default 1
-MiB; the bench rewrites the two internal topics' config files right after creating the log,
-before anything is written: there is no alter-configs API), where segments roll and get
-cleaned. The point to read off: cleaned, the size follows the live transactional ids and groups
-(4 of each here), not the history. Transaction markers in ``__consumer_offsets`` are kept
-``delete.retention.ms`` (24 h by default, B-18) after their data is cleaned, so within a day of
-history they still count; ``--delete-retention-ms`` lowers that too for the second log.
+``segment.bytes`` is 8 MiB (``log_manager.INTERNAL_CONFIG``; it was Kafka's 100 MiB before the
+cleaner merged segments), so with the default config the uncleaned active segment is up to 8
+MiB of any history. The whole run is done twice, on two logs: ``default`` and
+``segment.bytes=<--segment-bytes>`` (default 1 MiB; the bench rewrites the two internal topics'
+config files right after creating the log, before anything is written: there is no
+alter-configs API), where segments roll sooner. The point to read off: cleaned, the size
+follows the live transactional ids and groups (4 of each here), not the history. Transaction
+markers in ``__consumer_offsets`` are kept ``delete.retention.ms`` (24 h by default, B-18)
+after their data is cleaned, so within a day of history they still count;
+``--delete-retention-ms`` lowers that too for the second log.
 
     .venv/bin/python bench/bench_history.py [--sizes 1000,20000,100000] [--runs 3]
         [--segment-bytes 1048576] [--delete-retention-ms MS] [--lowered-only]
@@ -283,8 +284,9 @@ def main() -> None:
             run_history("default", sizes_, args.runs, {}, Path(tmp))
         run_history(label, sizes_, args.runs, lowered, Path(tmp))
     print(
-        "disk: compare the cleaned sizes across history sizes (bounded: flat; with the default "
-        "100 MiB segments the active segment is never cleaned)"
+        "disk: compare the cleaned sizes across history sizes (bounded: flat, at most about "
+        "the active segment (segment.bytes, 8 MiB by default) plus live ids and groups, and "
+        "markers younger than delete.retention.ms)"
     )
 
 

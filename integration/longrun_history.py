@@ -100,7 +100,7 @@ def value_of(partition: int, index: int) -> bytes:
 
 def create_log(path: Path, internal_segment_bytes: int | None = None) -> None:
     """The log with its two topics; ``internal_segment_bytes`` lowers the internal topics'
-    ``segment.bytes`` (100 MiB) by rewriting their config files before anything is written
+    ``segment.bytes`` (8 MiB) by rewriting their config files before anything is written
     (there is no alter-configs API), so that their segments roll and the housekeeping thread's
     cleaner has something to clean within a run of this length."""
     with Log.open(path, housekeeping_interval_ms=None) as log:
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", default=None, help="where the logs go (default: a temp dir)")
     parser.add_argument(
         "--internal-segment-bytes", type=int, default=None,
-        help="lower the internal topics' segment.bytes (default: Kafka's 100 MiB)",
+        help="lower the internal topics' segment.bytes (default: 8 MiB)",
     )  # fmt: skip
     parser.add_argument(
         "--restarts", type=int, default=3,

@@ -63,19 +63,22 @@ from txn_log.topic_config import (
 )
 from txn_log.topic_partition import TopicPartition
 
+INTERNAL_SEGMENT_BYTES = 8 * 1024 * 1024
 INTERNAL_CONFIG = {
     "cleanup.policy": "compact",
-    "segment.bytes": str(100 * 1024 * 1024),
+    "segment.bytes": str(INTERNAL_SEGMENT_BYTES),
     "max.compaction.lag.ms": str(24 * 3600 * 1000),
 }
-"""C-02: the transaction log and the offsets topic are compacted topics, in segments of 100 MiB
-(Kafka's ``transaction.state.log.segment.bytes`` and ``offsets.topic.segment.bytes``): the
-cleaner never cleans the active segment, so smaller segments let it start sooner. And no record
-waits more than a day to be cleaned (``max.compaction.lag.ms``, KIP-354): a quiet internal topic
-rolls its active segment once its first batch is a day old and is cleaned whatever its dirty
-ratio, so its disk is bounded by its live ids and groups plus at most a day of writes (or one
-segment), not by history. A day, not an hour: the cleaner keeps one file per segment (it never
-merges segments), so a time roll adds at most one small segment a day."""
+"""C-02: the transaction log and the offsets topic are compacted topics, in segments of 8 MiB.
+The cleaner never cleans the active segment (B-17), so the segment size is what bounds their
+disk beyond their live ids and groups: about two segments (the active one, and a rolled one
+until the next housekeeping pass cleans it). Kafka's ``transaction.state.log.segment.bytes``
+and ``offsets.topic.segment.bytes`` are 100 MiB, per partition of 50; here each is one
+partition on one machine, and the cleaner merges its small cleaned segments (up to
+``segment.bytes``), so smaller segments cost no more files. No record waits more than a day to
+be cleaned (``max.compaction.lag.ms``, KIP-354): a quiet internal topic rolls its active
+segment once its first batch is a day old and is cleaned whatever its dirty ratio. Topics
+created before keep the segment.bytes they were created with."""
 
 logger = logging.getLogger(__name__)
 

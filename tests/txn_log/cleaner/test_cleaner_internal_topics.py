@@ -4,11 +4,14 @@ coordinator and the group offset store still read their state from the cleaned l
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.txn_log.cli.test_cli import txnlog
 from txn_log.clock import ManualClock
+from txn_log.group_metadata import OffsetAndMetadata
 from txn_log.log import Log
+from txn_log.log_manager import TOPICS_DIR, write_json_atomically
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from txn_log.topic_partition import TopicPartition
 
@@ -64,3 +67,47 @@ def test_c02_internal_topics_are_cleaned_and_state_survives(tmp_path: Path) -> N
         values = [r.value for r in log.consumer().read(DATA, 0)]
     expected = [b"%s:%d" % (t.encode(), r) for r in range(12) for t in IDS if r % 4 != 3]
     assert values == [*expected, *(b"%s:0" % t.encode() for t in IDS)]
+
+
+def _lower_internal_segment_bytes(path: Path, segment_bytes: int) -> None:
+    """Rewrite the internal topics' config files (no process has the log open; there is no
+    alter-configs API), so that a short test rolls them as a long history would."""
+    for name in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+        meta_path = path / TOPICS_DIR / f"{name}.json"
+        meta = json.loads(meta_path.read_text())
+        config = {**meta["config"], "segment.bytes": str(segment_bytes)}
+        write_json_atomically(meta_path, {**meta, "config": config})
+
+
+def test_internal_topic_disk_follows_live_ids_not_history(tmp_path: Path) -> None:
+    """C-02, C-10, B-18: with housekeeping passes along the way (a day apart, so markers pass
+    delete.retention.ms), the internal topics' disk stays within a few segments while the
+    history written grows to many times that, and the cleaned segments merge instead of piling
+    up one file per roll. The state read back is the state written."""
+    path = tmp_path / "log"
+    clock = ManualClock()
+    segment_bytes = 4096
+    with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
+        log.create_topic(DATA.topic)
+    _lower_internal_segment_bytes(path, segment_bytes)
+    with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
+        written = {tp: 0 for tp in _internal(log)}
+        for _ in range(8):
+            _run_transactions(log, 8)
+            for tp in _internal(log):
+                written[tp] = log.partition_log(tp).log_end_offset
+            clock.advance(86_400_000 + 1)  # max.compaction.lag.ms and delete.retention.ms
+            log.run_housekeeping()
+        committed = log.committed(GROUP, [DATA])
+        state = log.partition_log(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
+        history_bytes = state.log_end_offset * 60  # > 60 bytes a record, batch headers apart
+        for tp in _internal(log):
+            segments = log.partition_log(tp).segments
+            size = sum(s.size for s in segments)
+            assert size <= 3 * segment_bytes, (tp, size, [s.base_offset for s in segments])
+            assert len(segments) <= 4, (tp, [s.base_offset for s in segments])
+        assert history_bytes > 10 * segment_bytes  # what was written is far larger
+    with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
+        # each call's round 7 is aborted: round 6's offset stays committed
+        assert log.committed(GROUP, [DATA]) == committed == {DATA: OffsetAndMetadata(7)}
+        _run_transactions(log, 1)  # the coordinator fences and bumps from the cleaned state
