@@ -382,7 +382,7 @@ class GroupOffsetStore:
         if not self._snapshot_lock.try_acquire():
             return
         try:
-            known = snapshots.offsets()  # another process may have written a newer one
+            known = snapshots.usable_offsets()  # another process may have written a newer one
             if known and self._applied - known[-1] < self.snapshot_interval_offsets:
                 self._snapshot_offset = max(self._snapshot_offset, known[-1])
                 return

@@ -172,7 +172,7 @@ class TransactionCoordinator:
             return
         if self._applied - self._snapshot_offset < self.snapshot_interval_records:
             return
-        known = self._snapshots.offsets()  # another process may have written a newer one
+        known = self._snapshots.usable_offsets()  # another process may have written a newer one
         if known and self._applied - known[-1] < self.snapshot_interval_records:
             self._snapshot_offset = max(self._snapshot_offset, known[-1])
             return

@@ -305,6 +305,14 @@ class StateSnapshotDir:
     def __init__(self, directory: Path, kind: SnapshotKind) -> None:
         self.directory = directory
         self.kind = kind
+        self.refused_through = -1  # the newest offset whose snapshot ``load_newest`` skipped
+
+    def usable_offsets(self) -> list[int]:
+        """``offsets`` without the snapshots this object's load found unusable: an owner
+        deciding whether a snapshot is due must not count one that no process can load (the
+        cleaner removed markers after it...), or every process would replay the whole log
+        until the log grows a whole interval past it."""
+        return [offset for offset in self.offsets() if offset > self.refused_through]
 
     def offsets(self) -> list[int]:
         """End offsets of the snapshot files present, ascending."""
@@ -333,13 +341,17 @@ class StateSnapshotDir:
         for end_offset in reversed(self.offsets()):
             try:
                 snapshot = self.read(end_offset)
+            except FileNotFoundError:
+                continue  # pruned meanwhile: a newer one exists
             except (CorruptSnapshotError, OSError) as problem:
                 logger.warning("ignoring state snapshot: %s", problem)
+                self.refused_through = max(self.refused_through, end_offset)
                 continue
             mismatch = unusable_because(reader, snapshot, horizon)
             if mismatch is None:
                 return snapshot
             logger.warning("ignoring state snapshot %s: %s", self.path_of(end_offset), mismatch)
+            self.refused_through = max(self.refused_through, end_offset)
         return None
 
     def load_restored(

@@ -184,6 +184,30 @@ def test_c22_markers_removed_after_the_snapshot_make_it_fall_back_to_replay(
     assert same_state(fresh, full_replay_state(path, tmp_path))
 
 
+def test_c22_a_refused_snapshot_is_replaced_by_the_next_writable_process(
+    tmp_path: Path,
+) -> None:
+    """A snapshot refused (markers after it removed) does not count as a recent one: the first
+    writable process that replays the whole log writes a new snapshot at once, even though the
+    refused one lies less than a snapshot interval back, so the processes after it start from a
+    snapshot again, with the full replay's state."""
+    path = tmp_path / "log"
+    clock = ManualClock()
+    _history_then_clean(path, clock, advance_ms=2 * DAY_MS)
+    refused = _newest(path, OFFSETS)
+    with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
+        end = log.partition_reader(OFFSETS).log_end_offset
+        assert end - refused > 1
+        # due by the distance from offset 0 (a full replay), not from the refused snapshot
+        log.group_offsets.snapshot_interval_offsets = end - refused + 1
+        log.group_offsets.groups()  # a read catches up, then snapshots when one is due
+        assert log.group_offsets.started_from_snapshot is None
+    assert _newest(path, OFFSETS) == end
+    fresh = observed_state(path)
+    assert fresh.offsets_snapshot == end
+    assert same_state(fresh, full_replay_state(path, tmp_path))
+
+
 @pytest.mark.parametrize("tp", [STATE, OFFSETS])
 def test_c22_log_truncated_below_snapshots_rewritten_and_cleaned_never_loads_them(
     tmp_path: Path, tp: TopicPartition
