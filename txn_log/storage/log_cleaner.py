@@ -22,11 +22,16 @@ closed segments below the last stable offset, keeping the newest record per key:
 - a producer's last data batch (its last offset is the producer state's ``last_data_offset``)
   keeps its header even when all its records go (F-06, P-29, X-14), so a retry of it after
   cleaning is still answered as a duplicate, by a process that replays the cleaned log too;
-- a segment's last batch, when it goes, leaves an empty producer-less batch over its offsets
-  (``batch_rewriter.range_keeper``): every segment keeps its offset range, so segments still
-  meet end to end; inside a segment removed batches and records leave holes (T-05);
+- consecutive cleaned segments are written as one while their cleaned bytes fit in
+  ``segment.bytes`` and their offsets in int32 of the first base (Kafka's
+  ``groupSegmentsBySize``): a long-lived compacted topic keeps a few files, not one per roll;
+- a written segment covers its group's whole offset range: when the group's last batch goes,
+  an empty producer-less batch over its offsets stays (``batch_rewriter.range_keeper``), so
+  segments still meet end to end; inside a segment removed batches and records leave holes
+  (T-05), and an earlier cleaning's range keeper that no longer ends a segment goes;
 - a batch that keeps every record is copied as is; one that loses some is rebuilt from its
-  surviving records' bytes (``batch_rewriter``); a segment that loses nothing is not rewritten.
+  surviving records' bytes (``batch_rewriter``); a segment that loses nothing and merges with
+  no other is not rewritten.
 
 Before each swap the cleaner raises the partition's ``cleaner_horizon`` durably (how far it has
 rewritten segments, and the end of the tombstones and markers it removed), so that the state
@@ -34,11 +39,11 @@ snapshots of the internal topics stay valid across a cleaning below them (``stat
 Every byte read and written is reported to an optional ``Throttler``
 (``log.cleaner.io.max.bytes.per.second``).
 
-Each changed segment is replaced through ``cleaner_swap`` (write ``.cleaned`` without the lock,
-then commit and finish the swap under the partition lock: the lock is held for a few renames,
-not while cleaning). One cleaner at a time per partition across processes
-(``.cleaner.lock``, taken without waiting). Keys are opaque bytes: internal topics are cleaned
-as any other compacted topic.
+Each group is swapped in through ``cleaner_swap`` (write ``.cleaned`` without the lock, then
+commit and finish the swap, and for a merge delete the covered segments, under the partition
+lock: the lock is held for a few renames and unlinks, not while cleaning). One cleaner at a
+time per partition across processes (``.cleaner.lock``, taken without waiting). Keys are
+opaque bytes: internal topics are cleaned as any other compacted topic.
 """
 
 from __future__ import annotations
@@ -261,11 +266,20 @@ class _Group:
 
     members: list[_CleanedSegment]
     end: int  # exclusive: the base offset of the segment after the last member
+    size: int  # of the members' cleaned batches
 
-    def fits(self, member: _CleanedSegment, end: int, segment_bytes: int) -> bool:
-        size = sum(m.size for m in self.members) + member.size
+    @classmethod
+    def of(cls, member: _CleanedSegment, end: int) -> _Group:
+        return cls([member], end, member.size)
+
+    def add_if_fits(self, member: _CleanedSegment, end: int, segment_bytes: int) -> bool:
+        """Take ``member`` (whose segment ends at ``end``) if the group stays within bounds."""
         first = self.members[0].segment.base_offset
-        return size <= segment_bytes and end - 1 - first <= INT32_MAX
+        if self.size + member.size > segment_bytes or end - 1 - first > INT32_MAX:
+            return False
+        self.members.append(member)
+        self.end, self.size = end, self.size + member.size
+        return True
 
     @property
     def needs_writing(self) -> bool:
@@ -456,13 +470,11 @@ def _clean_locked(
     group: _Group | None = None
     for segment in chosen:
         member, end = _clean_segment(segment, context), ends[segment.base_offset]
-        if group is not None and group.fits(member, end, config.segment_bytes):
-            group.members.append(member)
-            group.end = end
+        if group is not None and group.add_if_fits(member, end, config.segment_bytes):
             continue
         if group is not None:
             write(group)
-        group = _Group([member], end)
+        group = _Group.of(member, end)
     if group is not None:
         write(group)
     cleanable_end = chosen[-1].next_offset if chosen else 0
