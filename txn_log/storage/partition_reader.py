@@ -55,6 +55,7 @@ from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
+_RELISTS = 5  # listings tried while the segment holding an offset is merged away under them
 
 
 def identity_if_any(directory: Path, topic_partition: TopicPartition) -> PartitionIdentity | None:
@@ -154,19 +155,27 @@ class PartitionReader:
         the ones after it (``cleaner_swap``) before this process applied them: re-list, and go
         on at ``_end_offset`` inside the segment that holds it now (its cleaned batches replay
         to the same producer state: the cleaner keeps each producer's last batch). False when
-        no segment holds it (retention deleted it: ``_skip_deleted_segments``)."""
-        try:
-            bases = segment_bases_on_disk(self.directory, self.topic_partition)
-        except UnknownTopicOrPartitionError:
-            return False
+        no segment holds it (retention deleted it: ``_skip_deleted_segments``). The segment
+        listed as holding it may itself be merged away before it is opened: listed again."""
         end = self._end_offset
-        below = [b for b in bases if b <= end]
-        opened = open_newest_first(
-            self.directory, [*below[-1:], *(b for b in bases if b > end)], self.config
-        )
-        if not opened or not opened[0].base_offset <= end < opened[0].next_offset:
+        for _ in range(_RELISTS):
+            try:
+                bases = segment_bases_on_disk(self.directory, self.topic_partition)
+            except UnknownTopicOrPartitionError:
+                return False
+            below = [b for b in bases if b <= end]
+            if not below:
+                return False
+            opened = open_newest_first(
+                self.directory, [below[-1], *(b for b in bases if b > end)], self.config
+            )
+            if opened and opened[0].base_offset <= end:
+                break
+        else:
             return False
         holder = opened[0]
+        if end >= holder.next_offset:
+            return False
         position = holder.find_batch_position(end)
         self._segments = [*(s for s in self._segments if s.base_offset < holder.base_offset),
                           holder]  # fmt: skip
