@@ -56,6 +56,7 @@ from txn_log.record.batch_header import BatchHeader
 from txn_log.storage import offset_index, time_index
 from txn_log.storage.durable_file import (
     fsync_directory,
+    is_temp_name,
     rename_into_place,
     write_durably,
     write_synced,
@@ -284,7 +285,8 @@ def recover_cleaner_files(directory: Path, *, cleaner_lock_held: bool = False) -
     removed = 0
     try:
         for path in directory.iterdir():
-            if path.name.endswith(SWAP_SUFFIX) or (
+            dead_hint = is_temp_name(path.name) and MERGE_SUFFIX + "." in path.name
+            if dead_hint or path.name.endswith(SWAP_SUFFIX) or (
                 cleaned_too and path.name.endswith(CLEANED_SUFFIX)
             ):
                 path.unlink(missing_ok=True)

@@ -9,7 +9,13 @@ from tests.txn_log.cleaner.helpers import keyed, open_compacted
 from txn_log.clock import ManualClock
 from txn_log.record.batch_header import parse_header
 from txn_log.storage import offset_index
-from txn_log.storage.cleaner_swap import commit_swap, recover_cleaner_files, write_cleaned
+from txn_log.storage.cleaner_swap import (
+    MERGE_SUFFIX,
+    commit_swap,
+    recover_cleaner_files,
+    write_cleaned,
+)
+from txn_log.storage.durable_file import temp_path_for
 from txn_log.storage.segment import LogSegment
 
 
@@ -46,3 +52,25 @@ def test_an_index_of_the_other_version_is_never_trusted(tmp_path: Path) -> None:
     (tmp_path / "00000000000000000000.index").write_bytes(wrong)
     reopened = LogSegment.open(tmp_path, 0, index_interval_bytes=1)
     assert {offset: reopened.find_batch_position(offset) for offset in range(6)} == truth
+
+
+def test_a_merge_hint_half_written_by_a_dead_cleaner_is_removed(tmp_path: Path) -> None:
+    """The hint is written durably (temporary file, rename) under the partition lock: a
+    temporary one left by a SIGKILL before its rename goes at the next recovery, with the
+    cleaned files it was to vouch for, and the segments stay as they were."""
+    clock = ManualClock()
+    log = open_compacted(tmp_path, clock)
+    log.append(keyed([(b"k", b"1")], clock))
+    log.roll()
+    log.append(keyed([(b"k", b"2")], clock))
+    log.roll()
+    batch = keyed([(b"k", b"2")], clock)
+    write_cleaned(tmp_path, 0, [batch], [parse_header(batch)], None, 4096)
+    hint = temp_path_for(tmp_path / ("00000000000000000000.log" + MERGE_SUFFIX))
+    hint.write_bytes(b"2")
+    recover_cleaner_files(tmp_path)
+    left = sorted(p.name for p in tmp_path.iterdir() if ".merged" in p.name or ".cleaned" in p.name)
+    assert left == []
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".log")) == [
+        "00000000000000000000.log", "00000000000000000001.log", "00000000000000000002.log"
+    ]  # fmt: skip
