@@ -66,8 +66,8 @@ from txn_log.storage.file_names import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    log_bases,
     offset_file_name,
-    parse_offset_file_name,
 )
 
 CLEANER_LOCK_FILE = ".cleaner.lock"
@@ -190,7 +190,7 @@ def _finish_merge(directory: Path, base_offset: int, merged_end: int) -> None:
     """Delete the segments in (``base_offset``, ``merged_end``), which ``<base>.log`` now
     covers: their logs first and durably (a reader re-listing finds the merged one in their
     place), then their indexes and any cleaner file of theirs; the hint last."""
-    covered = [base for base in _log_bases(directory) if base_offset < base < merged_end]
+    covered = [base for base in log_bases(directory) if base_offset < base < merged_end]
     for base in covered:
         _path(directory, base, LOG_SUFFIX).unlink(missing_ok=True)
         crash_point("cleaner.between_merged_deletes")
@@ -202,15 +202,6 @@ def _finish_merge(directory: Path, base_offset: int, merged_end: int) -> None:
     crash_point("cleaner.before_merge_hint_delete")
     _path(directory, base_offset, LOG_SUFFIX, MERGE_SUFFIX).unlink(missing_ok=True)
     fsync_directory(directory)
-
-
-def _log_bases(directory: Path) -> list[int]:
-    bases = []
-    for path in directory.iterdir():
-        parsed = parse_offset_file_name(path.name)
-        if parsed is not None and parsed[1] == LOG_SUFFIX:
-            bases.append(parsed[0])
-    return sorted(bases)
 
 
 def _segment_end(directory: Path, base_offset: int) -> int | None:

@@ -16,6 +16,7 @@ segments by base offset, as Kafka's tools expect.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -58,3 +59,10 @@ def parse_offset_file_name(name: str) -> tuple[int, str] | None:
     if suffix not in ALL_SUFFIXES or offset > MAX_OFFSET:
         return None
     return offset, suffix
+
+
+def log_bases(directory: Path) -> list[int]:
+    """Base offsets of the ``.log`` files in ``directory``, ascending (FileNotFoundError when
+    the directory is gone)."""
+    parsed = map(parse_offset_file_name, (p.name for p in directory.iterdir()))
+    return sorted(found[0] for found in parsed if found is not None and found[1] == LOG_SUFFIX)

@@ -245,11 +245,12 @@ def _clean_segment(segment: LogSegment, context: _Context) -> _CleanedSegment:
         context.charge(len(data))
         last = number == len(located) - 1
         # an earlier cleaning's range keeper stays only where a range still ends (_Group)
-        cleaned = None if _is_range_keeper(header) else _clean_batch(header, data, context)
+        keeper = _is_range_keeper(header)
+        cleaned = None if keeper else _clean_batch(header, data, context)
         if cleaned is None:
             if last:
                 removed_last = header
-            if not (last and _is_range_keeper(header)):  # written again as it was
+            if not (last and keeper):  # written again as it was
                 context.batches_removed += 1
                 changed = True
         elif cleaned is not data:

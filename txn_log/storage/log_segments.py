@@ -31,7 +31,7 @@ from pathlib import Path
 from txn_log.errors import StorageError, UnknownTopicIdError
 from txn_log.record.batch_header import BatchHeader
 from txn_log.storage.durable_file import fsync_directory
-from txn_log.storage.file_names import LOG_SUFFIX, offset_file_name, parse_offset_file_name
+from txn_log.storage.file_names import LOG_SUFFIX, log_bases, offset_file_name
 from txn_log.storage.segment import LogSegment
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
@@ -41,17 +41,12 @@ def segment_bases_on_disk(directory: Path, topic_partition: TopicPartition) -> l
     """Base offsets of the ``.log`` files in ``directory``, ascending; UnknownTopicIdError
     when the partition directory itself is gone (its topic was deleted by another process)."""
     try:
-        names = [p.name for p in directory.iterdir()]
+        return log_bases(directory)
     except FileNotFoundError:
         raise UnknownTopicIdError(
             f"{topic_partition}: the partition directory {directory} is gone "
             "(its topic was deleted)"
         ) from None
-    return sorted(
-        parsed[0]
-        for parsed in map(parse_offset_file_name, names)
-        if parsed is not None and parsed[1] == LOG_SUFFIX
-    )
 
 
 def open_new_segment(directory: Path, base_offset: int, config: TopicConfig) -> LogSegment:
@@ -146,8 +141,7 @@ def reopen_replaced_segments(
     closed: an iterator of this process may be reading one, and reads on through it (the old
     file holds a superset of the new one's records at the same offsets)."""
     replaced = False
-    for index in range(len(segments) - 2, -1, -1):  # newest first (module docstring)
-        segment = segments[index]
+    for index, segment in enumerate(segments[:-1]):
         if segment.is_replaced():
             fresh = open_existing_segment(directory, segment.base_offset, config)
             if fresh is not None:

@@ -166,14 +166,13 @@ class PartitionReader:
             below = [b for b in bases if b <= end]
             if not below:
                 return False
-            opened = open_newest_first(
-                self.directory, [below[-1], *(b for b in bases if b > end)], self.config
-            )
-            if opened and opened[0].base_offset <= end:
+            # listed after the segment at ``end`` was found gone, so after the merge renamed
+            # its file over this one: it holds ``end``, unless merged away again meanwhile
+            holder = open_existing_segment(self.directory, below[-1], self.config)
+            if holder is not None:
                 break
         else:
             return False
-        holder = opened[0]
         if end >= holder.next_offset:
             return False
         position = holder.find_batch_position(end)

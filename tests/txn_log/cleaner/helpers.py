@@ -8,6 +8,7 @@ from txn_log.clock import ManualClock
 from txn_log.record.codec import encode_records, iter_records
 from txn_log.record.control import ControlType
 from txn_log.storage.partition_log import PartitionLog
+from txn_log.storage.partition_reader import PartitionReader
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
@@ -43,18 +44,21 @@ def end_txn(log: PartitionLog, producer_id: int, epoch: int, *, commit: bool) ->
     log.append_marker(kind, producer_id=producer_id, producer_epoch=epoch, coordinator_epoch=0)
 
 
-def committed_records(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(offset, key, value) of every record read_committed would deliver, in offset order."""
+def committed_records(
+    log: PartitionReader, start: int = 0
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record read_committed would deliver from ``start`` (the
+    log start if later) to the LSO, in offset order; ``log`` a writer or a lock-free reader."""
     from txn_log.read_committed import AbortedTxnFilter
 
     end = log.last_stable_offset
-    start = log.log_start_offset
+    start = max(start, log.log_start_offset)
     aborted = AbortedTxnFilter(log.collect_aborted_txns(start, end))
     out = []
     for header, batch in log.read(start, end):
         if header.is_control or aborted.is_aborted(header):
             continue
-        out += [(r.offset, r.key, r.value) for r in iter_records(batch)]
+        out += [(r.offset, r.key, r.value) for r in iter_records(batch) if r.offset >= start]
     return out
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from tests.txn_log.cleaner.helpers import TP, committed_records, end_txn, keyed, open_compacted
 from txn_log.clock import ManualClock
-from txn_log.record.codec import iter_records
 from txn_log.storage.log_cleaner import clean_partition
 from txn_log.storage.log_segments import drop_covered, iter_headers
 from txn_log.storage.partition_log import PartitionLog
@@ -52,22 +51,6 @@ def _reader(log: PartitionLog, clock: ManualClock) -> PartitionReader:
     return open_partition_reader(
         log.directory, TP, log.config, clock=clock, with_producer_state=True
     )
-
-
-def _reader_records(reader: PartitionReader, start: int = 0) -> list[tuple[int, bytes | None,
-                                                                          bytes | None]]:
-    """What read_committed delivers from ``start`` to the LSO through ``reader``."""
-    from txn_log.read_committed import AbortedTxnFilter
-
-    end = reader.last_stable_offset
-    start = max(start, reader.log_start_offset)
-    aborted = AbortedTxnFilter(reader.collect_aborted_txns(start, end))
-    out = []
-    for header, batch in reader.read(start, end):
-        if header.is_control or aborted.is_aborted(header):
-            continue
-        out += [(r.offset, r.key, r.value) for r in iter_records(batch) if r.offset >= start]
-    return out
 
 
 def _ranges(log: PartitionLog) -> list[tuple[int, int, int]]:
@@ -127,16 +110,16 @@ def test_a_reader_opened_before_a_merge_reads_every_record_once(tmp_path: Path) 
     _rounds(log, clock, 0, 20)
     reader = _reader(log, clock)
     try:
-        expected = _view(_reader_records(reader))
+        expected = _view(committed_records(reader))
         early = reader.read(reader.log_start_offset)  # made before, consumed after
         assert clean_partition(log, clock.time_ms(), force=True).segments_written > 1
         offsets = [h.base_offset for h, _ in early]
         assert offsets == sorted(set(offsets))
-        assert _view(_reader_records(reader)) == expected == _expected(20)
+        assert _view(committed_records(reader)) == expected == _expected(20)
         assert len(reader.segments) == len(log.segments)  # the covered ones forgotten
         end = reader.last_stable_offset
         for start in range(0, end, 7):
-            suffix = _reader_records(reader, start)
+            suffix = committed_records(reader, start)
             assert [o for o, _, _ in suffix] == sorted({o for o, _, _ in suffix})
             assert all(o >= start for o, _, _ in suffix)
     finally:
@@ -170,7 +153,7 @@ def test_a_reader_whose_last_segment_was_merged_before_it_caught_up(tmp_path: Pa
             assert {pid: (e.producer_epoch, e.last_seq) for pid, e in mine.items()} == {
                 pid: (e.producer_epoch, e.last_seq) for pid, e in theirs.items()
             }
-            assert _view(_reader_records(reader)) == _view(_reader_records(fresh))
+            assert _view(committed_records(reader)) == _view(committed_records(fresh))
         finally:
             fresh.close()
     finally:
