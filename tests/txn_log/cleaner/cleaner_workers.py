@@ -8,6 +8,8 @@ Run as ``python -m tests.txn_log.cleaner.cleaner_workers ROLE LOG_DIR ...``:
     hold_cleaner LOG_DIR          take partition ``table-0``'s cleaner lock as a cleaner does,
                                   print ``held`` and sleep (a cleaner in the middle of its work)
     write LOG_DIR FIRST COUNT     write rounds FIRST.. (``write_rounds``), one line per round
+    retain_loop LOG_DIR STOP_FILE apply partition ``table-0``'s retention again and again until
+                                  STOP_FILE exists; prints ``deleted SEGMENTS``
     read_loop LOG_DIR STOP_FILE [held]
                                   read topic ``table`` partition 0 lock-free, from the log start
                                   to the LSO and from offsets inside it, again and again until
@@ -161,6 +163,15 @@ def write(log_dir: str, first: str, count: str) -> None:
         write_rounds(log, int(first), int(count), announce=True)
 
 
+def retain_loop(log_dir: str, stop_file: str) -> None:
+    deleted = 0
+    with Log.open(log_dir, housekeeping_interval_ms=None) as log:
+        while not Path(stop_file).exists():
+            deleted += len(log.partition_log(TP).delete_old_segments())
+            time.sleep(0.005)
+    print(f"deleted {deleted}", flush=True)
+
+
 def hold_cleaner(log_dir: str) -> None:
     lock = FileLock(Path(log_dir) / TP.directory_name / CLEANER_LOCK_FILE)
     if not lock.try_acquire():
@@ -199,5 +210,6 @@ if __name__ == "__main__":
         "read_loop": read_loop,
         "write": write,
         "hold_cleaner": hold_cleaner,
+        "retain_loop": retain_loop,
     }
     roles[role](*args)

@@ -52,8 +52,10 @@ MERGE_POINTS = [  # the default segment.bytes: the four closed segments merge in
 ]
 
 
-def make_log(path: Path, rounds: int, segment_bytes: str | None = None) -> None:
-    config = {"cleanup.policy": "compact", "index.interval.bytes": "64"}
+def make_log(
+    path: Path, rounds: int, segment_bytes: str | None = None, **extra: str
+) -> None:
+    config = {"cleanup.policy": "compact", "index.interval.bytes": "64", **extra}
     if segment_bytes is not None:
         config["segment.bytes"] = segment_bytes
     with Log.open(path, housekeeping_interval_ms=None) as log:
@@ -89,6 +91,17 @@ def segment_ranges(path: Path) -> list[tuple[int, int]]:
     return ranges
 
 
+def recover(path: Path) -> list[tuple[int, int]]:
+    """Open the partition as a writer (recovery under its lock); then no cleaner file is left
+    and the segments meet end to end. Their (base, end)."""
+    with Log.open(path, housekeeping_interval_ms=None) as log:
+        log.partition_log(TP)
+    assert leftovers(path) == []
+    ranges = segment_ranges(path)
+    assert all(end == following for (_, end), (following, _) in itertools.pairwise(ranges))
+    return ranges
+
+
 @pytest.mark.parametrize(
     ("segment_bytes", "point", "after"),
     [(ONE_BATCH_SEGMENTS, *p) for p in SWAP_POINTS] + [(None, *p) for p in MERGE_POINTS],
@@ -113,11 +126,7 @@ def test_sigkill_at_every_swap_step_loses_and_duplicates_nothing(
         suffix = read_committed(str(path), offset)
         assert check_suffix(suffix, offset) is None and set(suffix) <= set(before)
         assert {o for o, _, _ in suffix} >= {o for o, _, _ in mid if o >= offset}
-    with Log.open(path, housekeeping_interval_ms=None) as log:  # recovery under the lock
-        log.partition_log(TP)
-    assert leftovers(path) == []
-    ranges = segment_ranges(path)
-    assert all(end == following for (_, end), (following, _) in itertools.pairwise(ranges))
+    ranges = recover(path)
     after_recovery = read_committed(str(path))
     assert check_read(after_recovery) is None and set(after_recovery) <= set(before)
     verified = txnlog("verify", path)
@@ -201,3 +210,37 @@ def test_one_cleaner_at_a_time_and_a_live_cleaners_files_survive_recovery(
         log.partition_log(TP)
     assert not in_progress.exists()
     assert run_worker("clean", path).stdout.split() == ["0", "24"]
+
+
+def test_retention_in_another_process_while_segments_are_merged(tmp_path: Path) -> None:
+    """cleanup.policy=compact,delete: a retention process deletes the oldest segments again and
+    again while this process merges cleaned segments and a writer process appends. A merge
+    whose segments retention took first is dropped, never swapped in; afterwards the segments
+    meet end to end, nothing is left over, the log verifies, and read_committed shows only
+    committed records, in order, with the newest round whole."""
+    path = tmp_path / "log"
+    make_log(path, rounds=3, **{"cleanup.policy": "compact,delete", "retention.bytes": "600"})
+    stop = tmp_path / "stop"
+    retainer = spawn("retain_loop", path, stop)
+    writer = spawn("write", path, 3, 12)
+    try:
+        written = 0
+        with Log.open(path, housekeeping_interval_ms=None) as log:
+            while writer.poll() is None:
+                written += sum(s.segments_written for s in log.log_manager.clean(TP.topic))
+        out, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0, err
+        assert out.split() == [str(r) for r in range(3, 15)]
+    finally:
+        stop.touch()
+        writer.kill()
+        retained, errors = retainer.communicate(timeout=300)
+    assert retainer.returncode == 0, errors
+    assert int(retained.split()[1]) > 0 and written > 0  # both really ran
+    recover(path)
+    records = read_committed(str(path))
+    assert records and check_suffix(records, records[0][0]) is None
+    newest = {key: value for _, key, value in records if key is not None}
+    assert all(newest[key] == b"committed:%s:14" % key for key in [*KEYS, unique_key(14)])
+    verified = txnlog("verify", path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
