@@ -20,6 +20,13 @@ indexes). Other processes may append, roll, apply retention or delete the topic 
   end of the last segment, the aborted-transaction entry of an abort whose marker is not
   written yet (B-10). ``txnlog verify`` therefore checks a partition with problems again under
   its partition lock (``reuse``), when no writer is mid-append, before reporting anything.
+  A segment the cleaner replaced between the two checks (its ``.log`` is another file now) is
+  read again, not reused.
+- What a cleaner killed mid-swap leaves (``cleaner_swap``) is not corruption: a segment whose
+  swap passed its commit point is checked in its new version (its ``.swap`` files), and
+  segments a merged segment covers are skipped in the gap check, as readers skip them. Both
+  are reported as repairable, since recovery (``--repair``, or the next writer) finishes the
+  swap. A covered segment with no merge hint to explain it is not repairable.
 """
 
 from __future__ import annotations
@@ -28,7 +35,6 @@ import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 
 from txn_log.coordinator import state_log_format
@@ -38,6 +44,7 @@ from txn_log.record.batch_header import BatchHeader
 from txn_log.record.codec import Record, iter_records
 from txn_log.storage import offset_index, time_index, txn_index
 from txn_log.storage.batch_scan import BatchScan, ensure_torn_tail
+from txn_log.storage.cleaner_swap import SWAP_SUFFIX, merge_hint_bases
 from txn_log.storage.file_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -149,12 +156,18 @@ class SegmentIndexes:
     aborted: list[tuple[int, int]]  # (producer id, last offset = its ABORT marker)
 
     @classmethod
-    def read(cls, directory: Path, base: int) -> SegmentIndexes:
+    def read(cls, directory: Path, base: int, *, swapped: bool = False) -> SegmentIndexes:
+        """With ``swapped``, each index's ``.swap`` file where it is still there (see
+        ``current_paths``)."""
+
         def entries(suffix: str, layout: struct.Struct) -> list[tuple[int, ...]]:
-            try:
-                raw = (directory / offset_file_name(base, suffix)).read_bytes()
-            except FileNotFoundError:
-                return []
+            raw = b""
+            for path in current_paths(directory, base, suffix, swapped=swapped):
+                try:
+                    raw = path.read_bytes()
+                    break
+                except FileNotFoundError:
+                    continue
             return list(layout.iter_unpack(raw[: len(raw) - len(raw) % layout.size]))
 
         return cls(
@@ -175,6 +188,7 @@ class SegmentCheck:
     next_offset: int
     complete: bool
     size: int
+    inode: int = 0  # of the .log checked: a cleaner's swap replaces the file under its name
 
 
 @dataclass
@@ -186,22 +200,45 @@ class _Scan:
     torn: bool = False  # the invalid bytes are a torn tail (indexes can still be judged)
 
 
+def current_paths(directory: Path, base: int, suffix: str, *, swapped: bool) -> list[Path]:
+    """Where a segment file's current version is, in the order to try: a cleaner that passed
+    its commit point (``<base>.log.swap`` exists) and died before renaming every ``.swap``
+    over its final name left the new version under ``.swap`` names, the files it renamed
+    already under final ones (``cleaner_swap``); readers read that new version."""
+    final = directory / offset_file_name(base, suffix)
+    return [final.with_name(final.name + SWAP_SUFFIX), final] if swapped else [final]
+
+
 def check_segment(directory: Path, base: int, topic: str, *, last: bool) -> SegmentCheck | None:
-    """Check one segment and its indexes; None if the segment no longer exists."""
-    path = directory / offset_file_name(base, LOG_SUFFIX)
-    indexes = SegmentIndexes.read(directory, base)  # first: see the module docstring
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    """Check one segment and its indexes; None if the segment no longer exists. A segment
+    whose swap by the cleaner was interrupted after its commit point is checked in its new
+    version, and the unfinished swap is a (repairable) problem."""
+    swapped = (directory / (offset_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX)).exists()
+    indexes = SegmentIndexes.read(directory, base, swapped=swapped)  # first: module docstring
+    for path in current_paths(directory, base, LOG_SUFFIX, swapped=swapped):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            break
+        except FileNotFoundError:
+            continue
+    else:
         return None
     try:
-        size = os.fstat(fd).st_size
-        scan = _scan_log(fd, path, base, size, topic, last=last)
+        stat = os.fstat(fd)
+        scan = _scan_log(fd, path, base, stat.st_size, topic, last=last)
     finally:
         os.close(fd)
     if scan.complete or scan.torn:  # else the indexes cannot be judged against half a segment
         scan.problems += _check_indexes(directory, base, indexes, scan)
-    return SegmentCheck(base, last, scan.problems, scan.next_offset, scan.complete, size)
+    if path.name.endswith(SWAP_SUFFIX):
+        message = (
+            "the cleaner's replacement of this segment stopped after its commit point (readers "
+            "read this new version): recovery, by --repair or the next writer, renames it in place"
+        )
+        scan.problems.append(Problem(str(path), 0, message, True))
+    return SegmentCheck(
+        base, last, scan.problems, scan.next_offset, scan.complete, stat.st_size, stat.st_ino
+    )
 
 
 def _scan_log(fd: int, path: Path, base: int, size: int, topic: str, *, last: bool) -> _Scan:
@@ -295,21 +332,44 @@ class PartitionCheck:
     directory: Path
     segments: list[SegmentCheck | None]  # None: listed, then gone before it was read
     snapshot_problems: list[Problem]
+    merge_hints: frozenset[int] = frozenset()  # bases with a <base>.log.merged hint
 
     @property
     def problems(self) -> list[Problem]:
         found = [p for segment in self.segments if segment is not None for p in segment.problems]
-        for previous, segment in pairwise(self.segments):
-            if previous is None or segment is None:
-                continue  # retention deleted one: no gap to judge
-            if previous.complete and previous.next_offset != segment.base:
-                path = self.directory / offset_file_name(segment.base, LOG_SUFFIX)
+        previous: SegmentCheck | None = None
+        for segment in self.segments:
+            if previous is None or segment is None or not previous.complete:
+                previous = segment  # retention deleted one, or a torn end: no gap to judge
+                continue
+            path = str(self.directory / offset_file_name(segment.base, LOG_SUFFIX))
+            if segment.base < previous.next_offset and segment.next_offset <= previous.next_offset:
+                found.append(self._covered(path, segment, previous))
+                continue  # readers skip it (log_segments.drop_covered): the previous goes on
+            if previous.next_offset != segment.base:
                 message = (
                     f"segment starts at offset {segment.base}, but the previous one ends at "
                     f"{previous.next_offset}"
                 )
-                found.append(Problem(str(path), 0, message, False))
+                found.append(Problem(path, 0, message, False))
+            previous = segment
         return found + self.snapshot_problems
+
+    def _covered(self, path: str, segment: SegmentCheck, merged: SegmentCheck) -> Problem:
+        """A segment inside its predecessor's offsets: left by a merge the cleaner did not
+        finish (its hint names the merged segment; recovery deletes the covered ones), or
+        unexplained."""
+        where = (
+            f"segment {segment.base}..{segment.next_offset} lies inside segment "
+            f"{merged.base}..{merged.next_offset}"
+        )
+        if merged.base in self.merge_hints:
+            message = (
+                f"{where}, which merged it, but the merge stopped before deleting it (readers "
+                "skip it): recovery, by --repair or the next writer, deletes it"
+            )
+            return Problem(path, 0, message, True)
+        return Problem(path, 0, f"{where} and no merge of the cleaner is pending", False)
 
 
 def list_segments(directory: Path) -> list[int] | None:
@@ -343,7 +403,7 @@ def check_partition(
     for base in bases:
         last = base == bases[-1]
         found = earlier.get(base)
-        if found is None or found.problems or found.last or last:
+        if found is None or found.problems or found.last or last or _replaced(directory, found):
             found = check_segment(directory, base, topic, last=last)
         segments.append(found)
         on_segment(0 if found is None else found.size)
@@ -351,6 +411,17 @@ def check_partition(
         snapshot_problems: list[Problem] = []
     else:
         snapshot_problems = check_snapshots(directory)
-    if not directory.is_dir():
+    try:
+        hints = frozenset(merge_hint_bases(p.name for p in directory.iterdir()))
+    except FileNotFoundError:
         return None
-    return PartitionCheck(directory, segments, snapshot_problems)
+    return PartitionCheck(directory, segments, snapshot_problems, hints)
+
+
+def _replaced(directory: Path, checked: SegmentCheck) -> bool:
+    """Whether the segment's .log is no longer the file checked (the cleaner swapped it)."""
+    path = directory / offset_file_name(checked.base, LOG_SUFFIX)
+    try:
+        return os.stat(path).st_ino != checked.inode
+    except FileNotFoundError:
+        return False  # deleted: check_segment finds it gone

@@ -219,14 +219,20 @@ def _segment_end(directory: Path, base_offset: int) -> int | None:
         segment.close()
 
 
+def merge_hint_bases(names: Iterable[str]) -> list[int]:
+    """The base offsets of the merge hints (``<base>.log.merged``) among file ``names``."""
+    hint_suffix = LOG_SUFFIX + MERGE_SUFFIX
+    return [
+        int(name[: -len(hint_suffix)])
+        for name in names
+        if name.endswith(hint_suffix) and name[: -len(hint_suffix)].isdigit()
+    ]
+
+
 def _recover_merges(directory: Path, names: list[str]) -> list[str]:
     """Finish or drop the merges a crash interrupted (see the module docstring)."""
     done: list[str] = []
-    hint_suffix = LOG_SUFFIX + MERGE_SUFFIX
-    for name in names:
-        if not name.endswith(hint_suffix) or not name[: -len(hint_suffix)].isdigit():
-            continue
-        base = int(name[: -len(hint_suffix)])
+    for base in merge_hint_bases(names):
         merged_end = _read_merge_hint(directory, base)
         if merged_end is None:
             continue

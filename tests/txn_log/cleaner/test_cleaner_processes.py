@@ -5,7 +5,9 @@ committed record while segments are swapped under them (C-02, B-17, X-21; ``clea
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,6 +123,7 @@ def test_sigkill_at_every_swap_step_loses_and_duplicates_nothing(
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     # a lock-free reader meets the directory as the crash left it: still correct
     mid = read_committed(str(path))
+    unfinished_work_is_what_verify_reports(path, point, merging=segment_bytes is None)
     assert check_read(mid) is None and set(mid) <= set(before)
     for offset in range(before[-1][0]):  # reads that start through the offset index
         suffix = read_committed(str(path), offset)
@@ -139,6 +142,29 @@ def test_sigkill_at_every_swap_step_loses_and_duplicates_nothing(
     assert len(cleaned) < len(before) and set(cleaned) <= set(before)
     if segment_bytes is None:  # merged: the closed segments are one
         assert [base for base, _ in segment_ranges(path)] == [0, ranges[-1][0]]
+
+
+def unfinished_work_is_what_verify_reports(path: Path, point: str, *, merging: bool) -> None:
+    """An operator's read-only ``txnlog verify`` of what the crash left: a swap stopped after
+    its commit point and the segments a merge covers but has not deleted are reported as
+    repairable (recovery finishes them, nothing is corrupt); nothing else is reported, and
+    ``--repair`` leaves no problem and no cleaner file."""
+    verified = txnlog("verify", path, "--json")
+    problems = json.loads(verified.stdout)["problems"]
+    texts = [p["problem"] for p in problems]
+    assert all(p["repairable"] for p in problems), texts
+    assert all("commit point" in t or "merge stopped before deleting" in t for t in texts), texts
+    unfinished = ["cleaner.after_swap_commit", "cleaner.between_swap_renames"]
+    if merging:  # the merged segment is in place; the segments it covers are not all deleted
+        unfinished += ["cleaner.after_swap", "cleaner.between_merged_deletes"]
+    committed = point in unfinished
+    assert (verified.returncode == 1) == committed and bool(problems) == committed, texts
+    if committed:
+        scratch = path.with_name("repaired")
+        shutil.copytree(path, scratch)
+        repaired = txnlog("verify", scratch, "--repair")
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+        assert leftovers(scratch) == []
 
 
 def spawn(*args: object) -> subprocess.Popen[str]:

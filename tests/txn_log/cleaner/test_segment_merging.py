@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 
 from tests.txn_log.cleaner.helpers import TP, committed_records, end_txn, keyed, open_compacted
+from txn_log.cli.verify_checks import check_partition
 from txn_log.clock import ManualClock
 from txn_log.storage.log_cleaner import clean_partition
 from txn_log.storage.log_segments import drop_covered, iter_headers
@@ -182,3 +183,21 @@ def test_a_scan_over_a_list_holding_both_versions_yields_each_batch_once(tmp_pat
     assert drop_covered(dropped) and [s.base_offset for s in dropped] == [0, old[-1].base_offset]
     for segment in [*old, merged]:
         segment.close()
+
+
+def test_verify_rechecks_a_segment_a_merge_replaced_since_its_first_look(tmp_path: Path) -> None:
+    """``txnlog verify`` checks a partition once without a lock, then again under its lock
+    reusing the segments it found clean. A merge between the two replaces a clean segment
+    under the same name: the recheck must read the merged file, not reuse the old check
+    (which ended where the merged file does not), or it reports a gap that is not there."""
+    clock = ManualClock()
+    log = open_compacted(tmp_path, clock, **{"segment.bytes": SEGMENT_BYTES})
+    _rounds(log, clock, 0, 6)
+    first = check_partition(log.directory, TP.topic)
+    assert first is not None and first.problems == []
+    clean_partition(log, clock.time_ms(), force=True)
+    merged = [s.base_offset for s in log.segments]
+    assert len(merged) < len(first.segments)  # the first segment now covers later ones
+    again = check_partition(log.directory, TP.topic, reuse=first)
+    assert again is not None and again.problems == []
+    assert [s.base for s in again.segments if s is not None] == merged
