@@ -7,7 +7,7 @@ and inside the segment, aborted-transaction entries ending inside it. Per partit
 following each other without gaps, every producer snapshot readable (P-21). In the internal
 topics, every record must decode as the coordinators decode it (C-05/C-06 for
 ``__transaction_state``, the offset-commit layout for ``__consumer_offsets``, O-01): one
-foreign record there breaks every process that reads the topic.
+foreign record there breaks every process that reads the topic (``verify_records``).
 
 Nothing here writes or creates a file (indexes are read as plain files, not opened as
 indexes). Other processes may append, roll, apply retention or delete the topic meanwhile:
@@ -37,11 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from txn_log.coordinator import state_log_format
-from txn_log.errors import CorruptRecordError, TxnLogError
-from txn_log.group_offsets import decode_record as decode_offset_commit
-from txn_log.record.batch_header import BatchHeader
-from txn_log.record.codec import Record, iter_records
+from txn_log.cli.verify_records import Problem, check_records
+from txn_log.errors import CorruptRecordError
 from txn_log.storage import offset_index, time_index, txn_index
 from txn_log.storage.batch_scan import BatchScan, ensure_torn_tail
 from txn_log.storage.cleaner_swap import SWAP_SUFFIX, merge_hint_bases
@@ -55,93 +52,8 @@ from txn_log.storage.file_names import (
     parse_offset_file_name,
 )
 from txn_log.storage.producer_snapshot import read_snapshot
-from txn_log.storage.replay import read_control_record
-from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
-
-@dataclass(frozen=True)
-class Problem:
-    """One problem: the file, the byte position in it, what is wrong, whether repair fixes it."""
-
-    file: str
-    position: int
-    problem: str
-    repairable: bool
-
-
-# --- records of the internal topics -----------------------------------------------------------
-
-RecordCheck = Callable[[Record], object]
-"""Decode one record as its readers do; raises when they would fail on it."""
-
-
-def _check_state_record(record: Record) -> object:
-    # exactly as the coordinator's catch-up decodes it (a null key reads as empty)
-    return state_log_format.decode_record(record.key or b"", record.value)
-
-
-def _check_offset_commit(record: Record) -> object:
-    return decode_offset_commit(record.key, record.value)
-
-
-_RECORD_CHECKS: dict[str, tuple[RecordCheck, str]] = {
-    TRANSACTION_STATE_TOPIC: (
-        _check_state_record,
-        "init_transactions(), commits and read_committed reads fail on it in every process",
-    ),
-    CONSUMER_OFFSETS_TOPIC: (_check_offset_commit, "committed() fails on it in every process"),
-}
-
-DECODE_ERRORS = (TxnLogError, ValueError, struct.error)
-
-
-def check_records(
-    topic: str, path: Path, position: int, header: BatchHeader, batch: memoryview
-) -> list[Problem]:
-    """Problems of the records of one batch of an internal topic (none elsewhere).
-
-    The coordinator decodes every batch of its state log, so a control batch (a COMMIT or
-    ABORT marker) there is a problem too. Markers belong in ``__consumer_offsets``
-    (transactional offset commits, O-04); its reader parses each as one control record.
-    """
-    found = _RECORD_CHECKS.get(topic)
-    if found is None:
-        return []
-    check, consequence = found
-    if header.is_control and topic == TRANSACTION_STATE_TOPIC:
-        message = (
-            f"a transaction marker (control batch) at offset {header.base_offset} of {topic}, "
-            f"which holds no transactions; {consequence} (verify never deletes records)"
-        )
-        return [Problem(str(path), position, message, False)]
-    if header.is_control:
-        try:
-            read_control_record(header, batch)
-        except DECODE_ERRORS as error:
-            message = f"control batch at offset {header.base_offset} of {topic}: {error}"
-            return [Problem(str(path), position, f"{message}; {consequence}", False)]
-        return []
-    problems = []
-    try:
-        for record in iter_records(batch):
-            try:
-                check(record)
-            except DECODE_ERRORS as error:
-                problems.append(
-                    Problem(
-                        str(path),
-                        position,
-                        f"record at offset {record.offset} of {topic} does not decode: {error}; "
-                        f"{consequence} (verify never deletes records)",
-                        False,
-                    )
-                )
-    except DECODE_ERRORS as error:
-        problems.append(
-            Problem(str(path), position, f"records of the batch do not decode: {error}", False)
-        )
-    return problems
-
+__all__ = ["PartitionCheck", "Problem", "check_partition", "check_segment"]
 
 # --- one segment ------------------------------------------------------------------------------
 
