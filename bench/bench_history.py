@@ -60,7 +60,6 @@ after their data is cleaned, so within a day of history they still count;
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -68,15 +67,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support import override_internal_config
 from txn_log.coordinator.transaction_coordinator import COORDINATOR_EPOCH, STATE_PARTITION
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
 from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.log import Log
-from txn_log.log_manager import TOPICS_DIR, write_json_atomically
 from txn_log.record.codec import encode_records
 from txn_log.record.control import ControlType
 from txn_log.storage.producer_append_info import AppendOrigin
-from txn_log.topic_config import INTERNAL_TOPICS
 from txn_log.topic_partition import TopicPartition
 
 TOPIC = "bench"
@@ -180,16 +178,6 @@ def size_of(path: Path, directory: str) -> int:
 
 def sizes(path: Path) -> tuple[int, int]:
     return size_of(path, "__transaction_state-0"), size_of(path, "__consumer_offsets-0")
-
-
-def override_internal_config(path: Path, overrides: dict[str, str]) -> None:
-    """Rewrite the internal topics' config files with ``overrides`` (the bench's way to lower
-    their ``segment.bytes``): only right after the log's creation, with no process holding
-    it open, so every process that opens it later reads the new config."""
-    for name in sorted(INTERNAL_TOPICS):
-        meta_path = path / TOPICS_DIR / f"{name}.json"
-        meta = json.loads(meta_path.read_text())
-        write_json_atomically(meta_path, {**meta, "config": {**meta["config"], **overrides}})
 
 
 def clean(path: Path) -> tuple[float, int]:

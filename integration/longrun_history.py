@@ -71,8 +71,8 @@ from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
 from commit_protocol.embedded import EmbeddedBackend
 from commit_protocol.naming import default_group_id, default_prefix, streaming_sink_id
 from commit_protocol.spark_checkpoint import read_query_id
+from tests.support import override_internal_config
 from txn_log.log import Log
-from txn_log.log_manager import TOPICS_DIR, write_json_atomically
 from txn_log.partitioner import partition_for_key
 from txn_log.topic_partition import TopicPartition
 
@@ -107,11 +107,7 @@ def create_log(path: Path, internal_segment_bytes: int | None = None) -> None:
         log.create_topic(SRC, partitions=TASKS)
         log.create_topic(OUT, partitions=TASKS)
     if internal_segment_bytes is not None:
-        for name in INTERNAL:
-            meta_path = path / TOPICS_DIR / f"{name}.json"
-            meta = json.loads(meta_path.read_text())
-            config = {**meta["config"], "segment.bytes": str(internal_segment_bytes)}
-            write_json_atomically(meta_path, {**meta, "config": config})
+        override_internal_config(path, {"segment.bytes": str(internal_segment_bytes)})
 
 
 def append_source(path: Path, per_partition: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,3 +40,17 @@ def open_transaction(
         producer.send(topic, value, partition=partition)
     producer.flush()
     return producer
+
+
+def override_internal_config(path: Path, overrides: dict[str, str]) -> None:
+    """Rewrite the internal topics' config files of the log at ``path`` with ``overrides``
+    (there is no alter-configs API), e.g. a lower ``segment.bytes`` so that a short run rolls
+    them as a long history would. Only with no process holding the log open, right after its
+    creation: every process that opens it later reads the new config."""
+    from txn_log.log_manager import TOPICS_DIR, write_json_atomically
+    from txn_log.topic_config import INTERNAL_TOPICS
+
+    for name in sorted(INTERNAL_TOPICS):
+        meta_path = path / TOPICS_DIR / f"{name}.json"
+        meta = json.loads(meta_path.read_text())
+        write_json_atomically(meta_path, {**meta, "config": {**meta["config"], **overrides}})

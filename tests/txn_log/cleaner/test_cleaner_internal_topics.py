@@ -4,14 +4,13 @@ coordinator and the group offset store still read their state from the cleaned l
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from tests.support import override_internal_config
 from tests.txn_log.cli.test_cli import txnlog
 from txn_log.clock import ManualClock
 from txn_log.group_metadata import OffsetAndMetadata
 from txn_log.log import Log
-from txn_log.log_manager import TOPICS_DIR, write_json_atomically
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from txn_log.topic_partition import TopicPartition
 
@@ -69,16 +68,6 @@ def test_c02_internal_topics_are_cleaned_and_state_survives(tmp_path: Path) -> N
     assert values == [*expected, *(b"%s:0" % t.encode() for t in IDS)]
 
 
-def _lower_internal_segment_bytes(path: Path, segment_bytes: int) -> None:
-    """Rewrite the internal topics' config files (no process has the log open; there is no
-    alter-configs API), so that a short test rolls them as a long history would."""
-    for name in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
-        meta_path = path / TOPICS_DIR / f"{name}.json"
-        meta = json.loads(meta_path.read_text())
-        config = {**meta["config"], "segment.bytes": str(segment_bytes)}
-        write_json_atomically(meta_path, {**meta, "config": config})
-
-
 def test_internal_topic_disk_follows_live_ids_not_history(tmp_path: Path) -> None:
     """C-02, C-10, B-18: with housekeeping passes along the way (a day apart, so markers pass
     delete.retention.ms), the internal topics' disk stays within a few segments while the
@@ -89,7 +78,7 @@ def test_internal_topic_disk_follows_live_ids_not_history(tmp_path: Path) -> Non
     segment_bytes = 4096
     with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
         log.create_topic(DATA.topic)
-    _lower_internal_segment_bytes(path, segment_bytes)
+    override_internal_config(path, {"segment.bytes": str(segment_bytes)})
     with Log.open(path, clock=clock, housekeeping_interval_ms=None) as log:
         written = {tp: 0 for tp in _internal(log)}
         for _ in range(8):
