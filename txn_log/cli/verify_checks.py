@@ -48,8 +48,8 @@ from txn_log.storage.file_names import (
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    log_bases,
     offset_file_name,
-    parse_offset_file_name,
 )
 from txn_log.storage.producer_snapshot import read_snapshot
 
@@ -287,11 +287,9 @@ class PartitionCheck:
 def list_segments(directory: Path) -> list[int] | None:
     """Base offsets of the segments, ascending; None if the directory is gone."""
     try:
-        names = [p.name for p in directory.iterdir()]
+        return log_bases(directory)
     except FileNotFoundError:
         return None
-    parsed = (parse_offset_file_name(name) for name in names)
-    return sorted(p[0] for p in parsed if p is not None and p[1] == LOG_SUFFIX)
 
 
 def check_partition(

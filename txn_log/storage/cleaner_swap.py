@@ -219,14 +219,18 @@ def _segment_end(directory: Path, base_offset: int) -> int | None:
         segment.close()
 
 
+def _bases_named(names: Iterable[str], suffix: str) -> list[int]:
+    """The base offsets of the files ``<base><suffix>`` among file ``names``."""
+    return [
+        int(name[: -len(suffix)])
+        for name in names
+        if name.endswith(suffix) and name[: -len(suffix)].isdigit()
+    ]
+
+
 def merge_hint_bases(names: Iterable[str]) -> list[int]:
     """The base offsets of the merge hints (``<base>.log.merged``) among file ``names``."""
-    hint_suffix = LOG_SUFFIX + MERGE_SUFFIX
-    return [
-        int(name[: -len(hint_suffix)])
-        for name in names
-        if name.endswith(hint_suffix) and name[: -len(hint_suffix)].isdigit()
-    ]
+    return _bases_named(names, LOG_SUFFIX + MERGE_SUFFIX)
 
 
 def _recover_merges(directory: Path, names: list[str]) -> list[str]:
@@ -264,11 +268,7 @@ def recover_cleaner_files(directory: Path, *, cleaner_lock_held: bool = False) -
     except FileNotFoundError:
         return []
     done = _recover_merges(directory, names)
-    log_swap = LOG_SUFFIX + SWAP_SUFFIX
-    for name in names:
-        if not name.endswith(log_swap) or not name[: -len(log_swap)].isdigit():
-            continue
-        base = int(name[: -len(log_swap)])
+    for base in _bases_named(names, LOG_SUFFIX + SWAP_SUFFIX):
         if not _path(directory, base, LOG_SUFFIX, SWAP_SUFFIX).exists():
             continue  # finished with its merge above
         if _path(directory, base, LOG_SUFFIX).exists():
