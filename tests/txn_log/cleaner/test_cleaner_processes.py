@@ -25,6 +25,8 @@ from tests.txn_log.cleaner.cleaner_workers import (
     write_rounds,
 )
 from tests.txn_log.cli.test_cli import txnlog
+from tests.txn_log.processes.test_readers_never_wait import _wait_stopped
+from tests.txn_log.processes.test_verify_live import settle
 from txn_log.log import Log
 from txn_log.storage.segment import LogSegment
 
@@ -167,10 +169,11 @@ def unfinished_work_is_what_verify_reports(path: Path, point: str, *, merging: b
         assert leftovers(scratch) == []
 
 
-def spawn(*args: object) -> subprocess.Popen[str]:
+def spawn(*args: object, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.txn_log.cleaner.cleaner_workers", *map(str, args)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
     )  # fmt: skip
 
 
@@ -270,3 +273,48 @@ def test_retention_in_another_process_while_segments_are_merged(tmp_path: Path) 
     assert all(newest[key] == b"committed:%s:14" % key for key in [*KEYS, unique_key(14)])
     verified = txnlog("verify", path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_verify_beside_a_cleaner_merging_in_another_process(tmp_path: Path) -> None:
+    """A cleaner process frozen (SIGSTOP) in the middle of a merge, holding the partition lock
+    with the merge hint written and nothing renamed yet; ``txnlog verify`` in another process
+    finds a (real, repairable) problem in its lock-free pass, so it waits for the partition
+    lock to check again; the cleaner goes on, renames the merged file over segment 0 and
+    deletes the segments it covers. The recheck must read the new segment 0, not reuse its first
+    look at the old one (a gap "starts at 96, but the previous one ends at 24" that is not
+    there): verify reports exactly the real problem, and the log reads the same newest
+    records."""
+    path = tmp_path / "log"
+    make_log(path, rounds=4)
+    before = read_committed(str(path))
+    directory = path / TP.directory_name
+    cleaner = spawn("clean", path, env={"TXNLOG_CRASH_POINT": "cleaner.after_merge_hint",
+                                         "TXNLOG_CRASH_SIGNAL": "STOP"})  # fmt: skip
+    verify = None
+    try:
+        _wait_stopped(cleaner)
+        (directory / "00000000000000000050.snapshot").write_bytes(b"not a snapshot")
+        verify = subprocess.Popen(
+            [sys.executable, "-m", "txn_log.cli", "verify", str(path), "--json"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        settle(verify, directory / ".lock")
+        assert verify.poll() is None, "verify did not wait for the cleaner's partition lock"
+        cleaner.send_signal(signal.SIGCONT)
+        out, err = cleaner.communicate(timeout=120)
+        assert cleaner.returncode == 0, err
+        assert out.split() == ["0", "24", "48", "72"]  # merged into one
+        report_text, err = verify.communicate(timeout=120)
+    finally:
+        for proc in (cleaner, verify):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    problems = json.loads(report_text)["problems"]
+    assert [(Path(p["file"]).name, p["repairable"]) for p in problems] == [
+        ("00000000000000000050.snapshot", True)
+    ], problems
+    assert [base for base, _ in segment_ranges(path)] == [0, 96]
+    after = read_committed(str(path))  # cleaned: fewer records, the newest of each key kept
+    assert check_read(after) is None and set(after) < set(before)
+    assert {key: value for _, key, value in after} == {key: value for _, key, value in before}
