@@ -203,8 +203,10 @@ def iter_deliverable_batches(
     this directly with what the driver planned, so they never scan for markers (DESIGN §6).
     """
     from txn_log.record.codec import decode_batch
+    from txn_log.record.compression import records_limit
 
     aborted = AbortedTxnFilter(aborted_txns)
+    max_records_bytes = records_limit(plog.config.max_message_bytes)
     stats = stats if stats is not None else ReadStats()
     for header, data in plog.read(start, end):
         stats.batches += 1
@@ -215,7 +217,7 @@ def iter_deliverable_batches(
         if aborted.is_aborted(header):
             stats.aborted_records_skipped += overlap
             continue
-        records = decode_batch(data).records
+        records = decode_batch(data, max_records_bytes=max_records_bytes).records
         if header.base_offset < start or header.next_offset > end:
             records = _slice_offsets(records, start, end)
         stats.records += records.num_rows

@@ -3,7 +3,9 @@
 Per segment: every batch (length, magic, CRC-32C, offsets moving forward, F-25/F-26), what
 follows the last valid batch (a torn tail only at the end of the last segment, X-11), the
 offset-index entries pointing at the batch holding their offset, time-index entries growing
-and inside the segment, aborted-transaction entries ending inside it. Per partition: segments
+and inside the segment, aborted-transaction entries ending inside it; in user topics, every
+data batch's records decoding as the append validator let them in (count, lengths, offset
+deltas rising inside the batch, inflation bounded: ``batch_records``). Per partition: segments
 following each other without gaps, every producer snapshot readable (P-21). In the internal
 topics, every record must decode as the coordinators decode it (C-05/C-06 for
 ``__transaction_state``, the offset-commit layout for ``__consumer_offsets``, O-01): one

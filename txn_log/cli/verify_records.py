@@ -14,7 +14,9 @@ from txn_log.coordinator import state_log_format
 from txn_log.errors import TxnLogError
 from txn_log.group_offsets import decode_record as decode_offset_commit
 from txn_log.record.batch_header import BatchHeader
+from txn_log.record.batch_records import check_records as check_stored_records
 from txn_log.record.codec import Record, iter_records
+from txn_log.record.compression import MAX_RECORDS_BYTES
 from txn_log.storage.replay import read_control_record
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
@@ -66,7 +68,7 @@ def check_records(
     """
     found = _RECORD_CHECKS.get(topic)
     if found is None:
-        return []
+        return _data_batch_problems(path, position, header, batch)
     check, consequence = found
     if header.is_control and topic == TRANSACTION_STATE_TOPIC:
         message = (
@@ -101,3 +103,22 @@ def check_records(
             Problem(str(path), position, f"records of the batch do not decode: {error}", False)
         )
     return problems
+
+
+def _data_batch_problems(
+    path: Path, position: int, header: BatchHeader, batch: memoryview
+) -> list[Problem]:
+    """A user topic's data batch: its records must decode as the validator let them in
+    (``batch_records``, issue 24), within the inflation limit readers apply; a batch that
+    fails here stops every reader of the partition at its offset."""
+    if header.is_control:
+        return []
+    try:
+        check_stored_records(bytes(batch), header, MAX_RECORDS_BYTES, stored=True)
+    except DECODE_ERRORS as error:
+        message = (
+            f"records of the batch at offset {header.base_offset} do not decode: {error}; "
+            "readers of the partition stop at it (verify never deletes records)"
+        )
+        return [Problem(str(path), position, message, False)]
+    return []

@@ -55,6 +55,7 @@ from txn_log.record.batch_header import (
     parse_header,
     validate_batch,
 )
+from txn_log.record.batch_records import check_count, records_section
 from txn_log.record.columnar_decode import (
     HEADER_TYPE,
     HEADERS_TYPE,
@@ -66,7 +67,7 @@ from txn_log.record.columnar_decode import (
     record_layout,
 )
 from txn_log.record.columnar_encode import encode_columns
-from txn_log.record.compression import compress, decompress
+from txn_log.record.compression import MAX_RECORDS_BYTES, compress
 from txn_log.record.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 __all__ = [
@@ -115,14 +116,6 @@ class Record:
     headers: Headers = ()
 
 
-def _records_section(data: bytes, header: BatchHeader) -> tuple[bytes, int]:
-    """``(buffer, position)`` of the uncompressed records; they run to the buffer's end."""
-    codec = header.compression  # UnsupportedCompressionTypeError for codes 5-7
-    if codec is Compression.NONE:
-        return data, HEADER_SIZE
-    return decompress(memoryview(data)[HEADER_SIZE:], codec), 0
-
-
 def _check_header(data: bytes, verify_crc: bool) -> BatchHeader:
     header = validate_batch(data) if verify_crc else parse_header(data)
     if header.size_in_bytes != len(data):
@@ -133,25 +126,28 @@ def _check_header(data: bytes, verify_crc: bool) -> BatchHeader:
     return header
 
 
-def decode_batch(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> DecodedBatch:
+def decode_batch(
+    batch: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    max_records_bytes: int = MAX_RECORDS_BYTES,
+) -> DecodedBatch:
     """Decode one whole batch into ``RECORD_SCHEMA`` columns (F-11..F-24).
 
     Offsets are absolute (``base_offset + offset_delta``); under LogAppendTime every record
     reports ``max_timestamp``. A batch with ``records_count`` 0 (all records compacted away,
     F-06) decodes to zero rows. Raises ``CorruptRecordError`` on a wrong CRC, a bad count or
-    truncated records, ``UnsupportedCompressionTypeError`` for an unknown codec.
+    truncated records, ``UnsupportedCompressionTypeError`` for an unknown codec, and
+    ``RecordTooLargeError`` for a records section that would inflate past
+    ``max_records_bytes`` (never inflated: ``batch_records``).
     """
     data = batch if isinstance(batch, bytes) else bytes(batch)
     header = _check_header(data, verify_crc)
-    records, position = _records_section(data, header)
+    records, position = records_section(data, header, min(max_records_bytes, _INT32_MAX))
     count, end = header.records_count, len(records)
     if end > _INT32_MAX:  # Arrow binary offsets are int32
         raise RecordTooLargeError(f"records section of {end} bytes exceeds 2 GiB")
-    if count < 0 or count * MIN_RECORD_SIZE > end - position or (count == 0) != (end == position):
-        raise CorruptRecordError(
-            f"batch at offset {header.base_offset} declares {count} records in "
-            f"{end - position} bytes of records"
-        )
+    check_count(header, end - position)
     if count == 0:
         return DecodedBatch(header, pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA))
     layout = record_layout(records, position, end, count)
@@ -332,12 +328,16 @@ def _read_record(data: bytes, position: int, end: int, header: BatchHeader) -> R
 
 
 def iter_records(
-    batch: bytes | bytearray | memoryview, *, verify_crc: bool = True
+    batch: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    max_records_bytes: int = MAX_RECORDS_BYTES,
 ) -> Iterator[Record]:
-    """The records of one whole batch, one ``Record`` at a time (small batches, tools)."""
+    """The records of one whole batch, one ``Record`` at a time (small batches, tools);
+    inflating them is bounded as in ``decode_batch``."""
     data = batch if isinstance(batch, bytes) else bytes(batch)
     header = _check_header(data, verify_crc)
-    records, position = _records_section(data, header)
+    records, position = records_section(data, header, max_records_bytes)
     end = len(records)
     for index in range(header.records_count):
         if position >= end:

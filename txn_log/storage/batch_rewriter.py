@@ -41,7 +41,8 @@ from txn_log.record.batch_header import (
     compute_crc,
     make_attributes,
 )
-from txn_log.record.compression import compress, decompress
+from txn_log.record.batch_records import records_section
+from txn_log.record.compression import MAX_RECORDS_BYTES, compress
 from txn_log.record.varint import decode_varint, decode_varlong
 
 
@@ -57,18 +58,14 @@ class RawRecord:
     data: bytes
 
 
-def _records_section(batch: bytes, header: BatchHeader) -> bytes:
-    body = batch[HEADER_SIZE:]
-    if header.compression is Compression.NONE:
-        return body
-    return decompress(memoryview(body), header.compression)
-
-
-def iter_raw_records(batch: bytes, header: BatchHeader) -> Iterator[RawRecord]:
+def iter_raw_records(
+    batch: bytes, header: BatchHeader, max_records_bytes: int = MAX_RECORDS_BYTES
+) -> Iterator[RawRecord]:
     """The records of one whole (CRC-checked) batch with their bytes; CorruptRecordError when
-    the records do not add up to the batch."""
-    data = _records_section(batch, header)
-    position, end = 0, len(data)
+    the records do not add up to the batch, RecordTooLargeError when they would inflate past
+    ``max_records_bytes`` (never inflated, ``batch_records``)."""
+    data, position = records_section(batch, header, max_records_bytes)
+    end = len(data)
     for index in range(header.records_count):
         length, body = decode_varint(data, position)
         stop = body + length

@@ -56,6 +56,7 @@ from pathlib import Path
 from txn_log.errors import LogLockedError, StorageError, UnknownTopicOrPartitionError
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import HEADER_SIZE, BatchHeader, parse_header
+from txn_log.record.compression import MAX_RECORDS_BYTES, records_limit
 from txn_log.storage.batch_rewriter import RawRecord, iter_raw_records, range_keeper, rebuild_batch
 from txn_log.storage.batch_scan import INT32_MAX
 from txn_log.storage.cleaner_horizon import advance_horizon
@@ -132,6 +133,7 @@ class _Context:
     batches_removed: int = 0
     throttler: Throttler | None = None
     removed_end: int = 0  # exclusive end of the tombstones and markers removed so far
+    max_records_bytes: int = MAX_RECORDS_BYTES  # how far a batch may inflate (issue 24)
 
     def charge(self, byte_count: int) -> None:
         """Report bytes read or written to the throttler (log.cleaner.io.max.bytes.per.second)."""
@@ -170,7 +172,7 @@ def _build_offset_map(segments: list[LogSegment], context: _Context) -> None:
                 continue
             data = segment.read_bytes(position, header.size_in_bytes)
             context.charge(len(data))
-            for record in iter_raw_records(data, header):
+            for record in iter_raw_records(data, header, context.max_records_bytes):
                 if record.key is not None:
                     context.offset_map[record.key] = record.offset
 
@@ -202,7 +204,7 @@ def _clean_batch(header: BatchHeader, data: bytes, context: _Context) -> bytes |
             return data
         context.removed_end = max(context.removed_end, header.next_offset)  # cleaner_horizon
         return None
-    records = list(iter_raw_records(data, header))
+    records = list(iter_raw_records(data, header, context.max_records_bytes))
     kept = [] if context.aborted.is_aborted(header) else _kept_records(records, header, context)
     context.records_removed += len(records) - len(kept)
     if len(kept) == len(records):
@@ -441,7 +443,7 @@ def _clean_locked(
         aborted = partition.collect_aborted_txns(segments[0].base_offset, partition.log_end_offset)
     context = _Context(
         now_ms, config.delete_retention_ms, _AbortedRanges(aborted), last_data, {}, {},
-        throttler=throttler,
+        throttler=throttler, max_records_bytes=records_limit(config.max_message_bytes),
     )  # fmt: skip
     # Only the dirty section feeds the map: what the clean section superseded within itself
     # went in an earlier cleaning (the checkpoint moves only after a complete one).

@@ -1,11 +1,27 @@
 """What a partition checks and rewrites in a client batch before writing it: Kafka's
-``LogValidator`` (F-09, F-11, F-25, F-26, F-31, T-08, K-04).
+``LogValidator`` (F-05, F-09, F-11, F-14, F-18, F-25, F-26, F-31, T-08, K-04; issue 24).
 
-One append computes the batch's CRC-32C once (twice with LogAppendTime), never more:
+Every append path reaches the log through ``PartitionLog.append`` (the engine's producers and
+the Spark sink through it, ``txnlog serve``'s Produce through it), so these checks are made
+once, here, for all of them. One append computes the batch's CRC-32C once (twice with
+LogAppendTime), never more:
 
-1. ``validate_client_batch`` checks the whole batch once, before the partition lock is taken:
-   length and CRC-32C (``validate_batch``), a known codec, not a control batch, at most
-   ``max.message.bytes``, at least one record. It changes nothing.
+1. ``validate_client_batch`` checks the whole batch once, before the partition lock is taken,
+   and changes nothing:
+   - the frame: length and CRC-32C (``validate_batch``), a known codec, not a control batch
+     (F-31), at most ``max.message.bytes`` (F-09);
+   - the header against itself: at least one record, and ``last_offset_delta`` equal to
+     ``records_count - 1`` (F-05: else the next batch would take the same offsets, or the
+     log end would jump by up to 2³¹); a producer id of -1 or above; a transactional batch
+     carries a producer id (F-14); a client's idempotent batch carries a sequence;
+   - the header against the records, for client batches: the records section inflates
+     within ``records_limit`` (a decompression bomb is refused, never inflated), holds
+     exactly ``records_count`` well-formed records with offset deltas 0..n-1
+     (``batch_records.check_records``), and on a compacted topic every record has a key
+     (Kafka: "Compacted topic cannot accept message without key"; the cleaner could never
+     remove it).
+   Kafka's errors: INVALID_RECORD (87) for a batch whose parts disagree, CORRUPT_MESSAGE (2)
+   for bytes that do not decode, MESSAGE_TOO_LARGE (10) for size.
 2. Under the lock, ``assign_offsets`` rewrites the base offset, which lies outside the CRC
    (F-11), so the CRC checked in step 1 still holds, and, when the topic asks for
    LogAppendTime, stamps it inside the CRC and recomputes the CRC once (T-08). The header is
@@ -19,8 +35,14 @@ exactly the bytes written. Stateless; thread-safe.
 from __future__ import annotations
 
 from txn_log.clock import Clock
-from txn_log.errors import ExpectedOffsetMismatchError, InvalidRecordError, RecordTooLargeError
+from txn_log.errors import (
+    ExpectedOffsetMismatchError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    TxnLogError,
+)
 from txn_log.record.batch_header import (
+    NO_PRODUCER_ID,
     BatchHeader,
     TimestampType,
     parse_header,
@@ -28,6 +50,8 @@ from txn_log.record.batch_header import (
     set_log_append_time,
     validate_batch,
 )
+from txn_log.record.batch_records import check_records
+from txn_log.record.compression import records_limit
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
@@ -36,10 +60,16 @@ NO_LOG_APPEND_TIME = -1
 
 
 def validate_client_batch(
-    topic_partition: TopicPartition, config: TopicConfig, batch: bytearray
+    topic_partition: TopicPartition,
+    config: TopicConfig,
+    batch: bytearray,
+    *,
+    check_records: bool = True,
 ) -> BatchHeader:
-    """The one full check of a client batch (step 1 above); raises CorruptRecordError,
-    UnsupportedCompressionTypeError, InvalidRecordError or RecordTooLargeError."""
+    """The one full check of a batch before it is appended (step 1 above); raises
+    CorruptRecordError, UnsupportedCompressionTypeError, InvalidRecordError or
+    RecordTooLargeError. ``check_records`` False (the coordinators' own batches, which the
+    engine encoded) skips the walk of the records and the sequence rule."""
     header = validate_batch(batch)
     _ = header.compression  # an unknown codec raises UnsupportedCompressionTypeError
     if header.is_control:
@@ -52,9 +82,57 @@ def validate_client_batch(
             f"{topic_partition}: batch of {len(batch)} bytes exceeds the topic's "
             f"max.message.bytes of {config.max_message_bytes} (F-09)"
         )
-    if header.records_count < 1:
-        raise InvalidRecordError(f"{topic_partition}: a data batch must hold records")
+    _check_header(topic_partition, header, client=check_records)
+    if check_records:
+        _check_records(topic_partition, config, batch, header)
     return header
+
+
+def _check_header(topic_partition: TopicPartition, header: BatchHeader, *, client: bool) -> None:
+    """The header's fields against each other (Kafka's ``LogValidator.validateBatch``)."""
+    count = header.records_count
+    if count < 1:
+        raise InvalidRecordError(
+            f"{topic_partition}: a data batch must hold records; records_count is {count}"
+        )
+    if header.last_offset_delta != count - 1:
+        raise InvalidRecordError(
+            f"{topic_partition}: inconsistent batch offset range and record count: "
+            f"last_offset_delta {header.last_offset_delta} with {count} records (it must be "
+            f"{count - 1}: a batch's offsets are base_offset..base_offset + count - 1, F-05)"
+        )
+    if header.producer_id < NO_PRODUCER_ID:
+        raise InvalidRecordError(
+            f"{topic_partition}: producer id {header.producer_id} is invalid (-1 for none, "
+            "else >= 0)"
+        )
+    if header.is_transactional and not header.has_producer_id:
+        raise InvalidRecordError(
+            f"{topic_partition}: a transactional batch must carry a producer id (F-14)"
+        )
+    if client and header.has_producer_id and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"{topic_partition}: invalid sequence number {header.base_sequence} for producer "
+            f"{header.producer_id}: a batch with a producer id carries a sequence >= 0 (P-08)"
+        )
+
+
+def _check_records(
+    topic_partition: TopicPartition, config: TopicConfig, batch: bytearray, header: BatchHeader
+) -> None:
+    """The records against the header, within the topic's inflation limit, and the
+    compacted topic's key rule."""
+    limit = records_limit(config.max_message_bytes)
+    try:
+        summary = check_records(bytes(batch), header, limit)
+    except TxnLogError as error:
+        raise type(error)(f"{topic_partition}: {error}") from None
+    if config.compact and summary.null_keys:
+        raise InvalidRecordError(
+            f"{topic_partition}: compacted topic cannot accept a record without a key "
+            f"({summary.null_keys} of the batch's {summary.records} records have none): the "
+            "log cleaner keeps one record per key, and could never remove a keyless one"
+        )
 
 
 def check_expected_offset(

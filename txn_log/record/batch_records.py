@@ -1,0 +1,109 @@
+"""The records section of a batch, inflated within a bound, and the structural checks Kafka's
+``LogValidator`` makes of it before an append (issue 24; F-05, F-16..F-19, F-24).
+
+``records_section`` is the one place a batch's records are reached: the header is in the clear
+(61 bytes, ``batch_header``), the records follow it, compressed as one stream when the codec
+bits say so (F-13), and inflating them is bounded (``compression.decompress``). Decoding
+(``codec``), the cleaner's rewriting (``batch_rewriter``) and validation all go through it.
+
+``check_records`` walks every record once, the way decoding does (``columnar_decode``: one
+sequential step to find record starts, numpy for the fields), without building any column:
+
+- exactly ``records_count`` records, each one's fields adding up to its declared length, the
+  last one ending where the section ends (else ``CorruptRecordError``, CORRUPT_MESSAGE);
+- offset deltas 0, 1, ..., n-1: a reader computes each record's offset as base offset plus
+  delta, so any other delta would give records offsets outside their batch, or twice
+  (``InvalidRecordError``, INVALID_RECORD; Kafka's clients always write 0..n-1, KIP-31);
+- how many records have no key (a compacted topic refuses them: ``log_validator``).
+
+Pure functions, thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from txn_log.errors import CorruptRecordError, InvalidRecordError
+from txn_log.record.batch_header import HEADER_SIZE, BatchHeader, Compression
+from txn_log.record.columnar_decode import MIN_RECORD_SIZE, headers_column, record_layout
+from txn_log.record.compression import MAX_RECORDS_BYTES, decompress
+
+Buffer = bytes | bytearray | memoryview
+
+
+def records_section(
+    batch: bytes, header: BatchHeader, max_size: int = MAX_RECORDS_BYTES
+) -> tuple[bytes, int]:
+    """``(buffer, position)`` of a whole batch's uncompressed records, which run from
+    ``position`` to the buffer's end. A compressed section is inflated to at most ``max_size``
+    bytes (``RecordTooLargeError`` beyond); an unknown codec raises
+    UnsupportedCompressionTypeError."""
+    codec = header.compression
+    if codec is Compression.NONE:
+        return batch, HEADER_SIZE
+    return decompress(memoryview(batch)[HEADER_SIZE:], codec, max_size), 0
+
+
+def check_count(header: BatchHeader, records_bytes: int) -> None:
+    """``records_count`` records can fit in ``records_bytes`` bytes, and none means none;
+    CorruptRecordError naming the batch otherwise."""
+    count = header.records_count
+    if count < 0 or count * MIN_RECORD_SIZE > records_bytes or (count == 0) != (records_bytes == 0):
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} declares {count} records in "
+            f"{records_bytes} bytes of records"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsSummary:
+    """What validation needs to know of a batch's records once they are shown well formed."""
+
+    records: int
+    null_keys: int
+    uncompressed_bytes: int
+
+
+def check_records(
+    batch: bytes, header: BatchHeader, max_size: int = MAX_RECORDS_BYTES, *, stored: bool = False
+) -> RecordsSummary:
+    """Walk every record of a whole batch (its CRC already checked): the checks above.
+    Raises CorruptRecordError, InvalidRecordError or RecordTooLargeError; changes nothing.
+
+    ``stored`` checks a batch already in the log (``txnlog verify``) rather than one about to
+    be appended: the cleaner removes records from batches and keeps the survivors' offsets
+    (F-06), so its deltas need only rise within ``[0, last_offset_delta]``."""
+    records, position = records_section(batch, header, max_size)
+    end = len(records)
+    check_count(header, end - position)
+    count = header.records_count
+    if count == 0:
+        return RecordsSummary(0, 0, 0)
+    layout = record_layout(records, position, end, count)
+    headers_column(records, layout)  # every record's fields add up to its length (F-18)
+    _check_offset_deltas(layout.offset_delta, header, stored=stored)
+    null_keys = int(np.count_nonzero(layout.key_length < 0))
+    return RecordsSummary(count, null_keys, end - position)
+
+
+def _check_offset_deltas(deltas: Any, header: BatchHeader, *, stored: bool) -> None:
+    count = len(deltas)
+    if stored:
+        rising = bool((np.diff(deltas) > 0).all())
+        if rising and deltas[0] >= 0 and deltas[-1] <= header.last_offset_delta:
+            return
+        raise InvalidRecordError(
+            f"batch at offset {header.base_offset}: its records' offset deltas do not rise "
+            f"within 0..{header.last_offset_delta} (first {int(deltas[0])}, last "
+            f"{int(deltas[-1])})"
+        )
+    expected = np.arange(count, dtype=deltas.dtype)
+    if not np.array_equal(deltas, expected):
+        wrong = int(np.flatnonzero(deltas != expected)[0])
+        raise InvalidRecordError(
+            f"record {wrong} of the batch has offset delta {int(deltas[wrong])}, expected "
+            f"{wrong}: a batch's records must have offset deltas 0..{count - 1} (KIP-31)"
+        )
