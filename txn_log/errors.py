@@ -186,6 +186,42 @@ class InvalidTxnStateError(FatalError):
     code = 48
 
 
+class TransactionNotVerifiedError(InvalidTxnStateError):
+    """INVALID_TXN_STATE (48): a transactional batch would start a transaction in a partition
+    without the coordinator having verified that the producer's ongoing transaction includes
+    the partition (KIP-890 part 1). The coordinator's verified append
+    (``coordinator.transactional_append``) is the one path that may start one."""
+
+
+class TransactionalIdAuthorizationError(FatalError):
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): a transactional write without a
+    transactional id (KafkaApis refuses such a produce whole), or one the principal may not
+    write."""
+
+    code = 53
+
+
+class IllegalGenerationError(FencedError):
+    """ILLEGAL_GENERATION (22): an offset commit from a member of an older generation of its
+    group (KIP-447: a zombie whose partitions a rebalance gave to another member)."""
+
+    code = 22
+
+
+class UnknownMemberIdError(FencedError):
+    """UNKNOWN_MEMBER_ID (25): an offset commit from a member the group does not know (it was
+    removed, or the group has members and the commit names none)."""
+
+    code = 25
+
+
+class FencedInstanceIdError(FencedError):
+    """FENCED_INSTANCE_ID (82): a static member's group.instance.id now belongs to another
+    member id (KIP-345)."""
+
+    code = 82
+
+
 class InvalidProducerIdMappingError(FatalError):
     """INVALID_PRODUCER_ID_MAPPING (49): no or another producer id for this transactional id."""
 

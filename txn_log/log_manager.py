@@ -458,8 +458,9 @@ class LogManager:
             )
         else:
             opened = PartitionLog.open(
-                directory, topic_partition, config, clock=self.clock, create=False
-            )
+                directory, topic_partition, config, clock=self.clock, create=False,
+                verifies_transactions=True,
+            )  # fmt: skip
         self._check_owned(opened, document)
         with self._mutex:
             raced = self._partitions.get(topic_partition)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
+from txn_log.coordinator.transactional_append import append_client_batch, txn_offset_commit
 from txn_log.errors import ConfigError, TxnLogError, UnknownTopicOrPartitionError
 from txn_log.group_offsets import (
     OFFSETS_PARTITION,
@@ -73,7 +74,6 @@ from txn_log.record_accumulator import (
     split_count,
 )
 from txn_log.storage.group_sync import flush_all
-from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_partition import TopicPartition
 from txn_log.transaction_manager import (
     PartitionWrites,
@@ -141,6 +141,7 @@ class Producer:
         if not isinstance(buffer_memory, int) or buffer_memory < 1:
             raise ConfigError(f"buffer.memory must be a positive integer, got {buffer_memory!r}")
         self._log = log_manager
+        self._coordinator = coordinator
         self._group_offsets = group_offsets
         self._txn = TransactionManager(
             coordinator, log_manager.clock, transactional_id, transaction_timeout_ms
@@ -469,7 +470,9 @@ class Producer:
                     raise drop_too_large(tp, buffer, len(batch), limit, self.compression)
                 count = split_count(count, len(batch), limit)
                 continue
-            result = plog.append(batch)
+            result = append_client_batch(
+                self._coordinator, plog, batch, transactional_id=self.transactional_id
+            )
             self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
             self._written.add(tp)
             buffer.remove_head(count)
@@ -529,13 +532,14 @@ class Producer:
         self, offsets: dict[TopicPartition, OffsetAndMetadata], group_id: str
     ) -> None:
         self._txn.register_offsets(group_id)
-        batch = self._group_offsets.encode_batch(
-            group_id,
-            offsets,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            transactional=True,
-        )
+        transaction = (self._txn_id(), self.producer_id, self.producer_epoch)
         plog = self._log.partition_log(OFFSETS_PARTITION)
-        plog.append(batch, origin=AppendOrigin.COORDINATOR)
+        txn_offset_commit(
+            self._coordinator, self._group_offsets, plog, transaction, group_id, offsets
+        )
         self._written.add(OFFSETS_PARTITION)
+
+    def _txn_id(self) -> str:
+        if self.transactional_id is None:  # send_offsets_to_transaction checked the state
+            raise ConfigError("a transactional offset commit needs a transactional.id")
+        return self.transactional_id

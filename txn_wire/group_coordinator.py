@@ -259,14 +259,33 @@ class GroupCoordinator:
             return {"error_code": NONE, "members": results}
         return {"error_code": results[0]["error_code"]}
 
-    def check_commit(self, group_id: str, member_id: str, generation_id: int) -> int:
-        """OffsetCommit's membership check: a simple consumer (generation -1) always may."""
-        if generation_id < 0 and not member_id:
-            return NONE
+    def check_commit(
+        self, group_id: str, member_id: str, generation_id: int, *, transactional: bool = False
+    ) -> int:
+        """Who may commit a group's offsets (Kafka's ``validateOffsetCommit``, KIP-447):
+
+        - a commit naming a member or a generation must come from a current member of the
+          current generation: UNKNOWN_MEMBER_ID for a member the group does not hold (a
+          zombie removed by a rebalance, or any member of a group that has none),
+          ILLEGAL_GENERATION for an older or newer generation; a plain commit while the
+          group waits for its leader's assignment is REBALANCE_IN_PROGRESS (the member
+          commits again once it has it); while members rejoin, the current generation may
+          still commit (what a consumer commits on revocation);
+        - an anonymous commit (generation -1, no member id: a standalone consumer, or an old
+          client's transactional commit) is allowed, except a plain one into a group that has
+          members (UNKNOWN_MEMBER_ID: only members commit a live group's offsets)."""
         group = self.groups.get(group_id)
-        if group is None or not group.members:
-            return NONE if generation_id < 0 else ILLEGAL_GENERATION
-        return self._member(group_id, member_id, generation_id)[2]
+        if generation_id >= 0 or member_id:
+            if group is None or member_id not in group.members:
+                return UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ILLEGAL_GENERATION
+            if not transactional and group.state is GroupState.COMPLETING_REBALANCE:
+                return REBALANCE_IN_PROGRESS
+            return NONE
+        if not transactional and group is not None and group.members:
+            return UNKNOWN_MEMBER_ID
+        return NONE
 
     def _member(
         self, group_id: str, member_id: str, generation_id: int

@@ -1,19 +1,22 @@
 """Produce (R-02): client batches appended to the log exactly as they came.
 
 Each partition's records are one or more record batches v2 (magic 2; anything else is
-CORRUPT_MESSAGE). Every batch goes through the engine's partition append
-(``PartitionLog.append``), which checks CRC-32C (CORRUPT_MESSAGE 2), size (MESSAGE_TOO_LARGE
-10), refuses control batches (F-31, B-19), checks the producer's epoch and sequence (P-10:
-OUT_OF_ORDER_SEQUENCE_NUMBER 45, INVALID_PRODUCER_EPOCH 47) and answers a retried batch with
-its original offsets (E-01: error NONE, the original base offset, as Kafka answers
-DUPLICATE_SEQUENCE_NUMBER). The batch is never decoded or re-encoded: only its base offset
-(outside the CRC) is rewritten.
+CORRUPT_MESSAGE). This handler decides nothing itself: every batch goes through the engine's
+one append of a client batch (``coordinator.transactional_append.append_client_batch``), which
+validates it whole as Kafka's ``LogValidator`` does (``log_validator``: CRC-32C, sizes, the
+header against the records, codecs, control batches refused, F-31, B-19), checks the
+producer's epoch and sequence (P-10: OUT_OF_ORDER_SEQUENCE_NUMBER 45, INVALID_PRODUCER_EPOCH
+47), answers a retried batch with its original offsets (E-01: error NONE, the original base
+offset, as Kafka answers DUPLICATE_SEQUENCE_NUMBER), and lets a transactional batch start a
+transaction in a partition only when the coordinator verified that the producer's ongoing
+transaction includes it (KIP-890 part 1, C-16: INVALID_TXN_STATE 48; librdkafka treats a
+permanent produce error of a transactional producer that is not a fencing error as abortable,
+so the application aborts and retries). The batch is never decoded or re-encoded: only its
+base offset (outside the CRC) is rewritten.
 
-A transactional produce is refused unless its partition was added to the producer's ongoing
-transaction (KIP-890 part 1, C-16): INVALID_TXN_STATE (48). librdkafka treats a permanent
-produce error of a transactional producer that is not a fencing error as an abortable
-transaction error, so the application aborts and retries; a fencing code would instead make
-the producer fatal, which is wrong for what is a missing AddPartitionsToTxn, not a zombie.
+A request carrying transactional batches without a transactional id is refused whole with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), before anything is appended, as KafkaApis
+refuses it: its batches would otherwise claim any producer id's transaction (B-19).
 
 acks=-1 makes every appended partition durable (one group fsync) before the answer; acks=1
 answers once written (the OS has the bytes: a server crash loses nothing, a machine crash may);
@@ -26,9 +29,9 @@ import struct
 from typing import Any
 
 from txn_log import TopicPartition
-from txn_log.coordinator.transaction_state import TransactionState
-from txn_log.errors import CorruptRecordError, InvalidTxnStateError, TxnLogError
-from txn_log.record.batch_header import BatchHeader, parse_header
+from txn_log.coordinator.transactional_append import append_client_batch
+from txn_log.errors import CorruptRecordError, TransactionalIdAuthorizationError, TxnLogError
+from txn_log.record.batch_header import HEADER_SIZE, parse_header
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.partition_log import PartitionLog
 from txn_wire.broker import Broker, error_code
@@ -58,38 +61,11 @@ def split_batches(records: bytes) -> list[bytes]:
     return batches
 
 
-class _TxnCheck:
-    """KIP-890 part 1 for one request: the producer's transaction, fetched once."""
-
-    def __init__(self, broker: Broker, transactional_id: str) -> None:
-        self._broker = broker
-        self._transactional_id = transactional_id
-        self._partitions: frozenset[tuple[str, int]] | None = None
-
-    def check(self, tp: TopicPartition, header: BatchHeader) -> None:
-        if not header.is_transactional:
-            raise InvalidTxnStateError(
-                f"{tp}: a produce with transactional id {self._transactional_id!r} carries a "
-                "batch that is not transactional"
-            )
-        if self._partitions is None:
-            metadata = self._broker.log.coordinator.check_producer(
-                self._transactional_id, header.producer_id, header.producer_epoch
-            )
-            ongoing = metadata.state is TransactionState.ONGOING
-            self._partitions = metadata.topic_partitions if ongoing else frozenset()
-        if (tp.topic, tp.partition) not in self._partitions:
-            raise InvalidTxnStateError(
-                f"{tp} is not part of transactional id {self._transactional_id!r}'s ongoing "
-                "transaction: AddPartitionsToTxn must come first (KIP-890)"
-            )
-
-
 def handle_produce(broker: Broker, request: Request) -> Plain | None:
     """The Produce response (None for acks=0). Runs on a worker thread."""
     body = request.body
     transactional_id = body.get("transactional_id")
-    txn_check = _TxnCheck(broker, transactional_id) if transactional_id else None
+    refusal = _without_transactional_id(body) if transactional_id is None else None
     written: list[PartitionLog] = []
     responses = []
     for topic in body["topic_data"]:
@@ -97,7 +73,9 @@ def handle_produce(broker: Broker, request: Request) -> Plain | None:
         for data in topic["partition_data"]:
             tp = TopicPartition(topic["name"], data["index"])
             partitions.append(
-                _produce_partition(broker, request, tp, data["records"], txn_check, written)
+                _refused(tp, refusal, request)
+                if refusal is not None
+                else _produce_partition(broker, request, tp, data["records"], written)
             )
         responses.append({"name": topic["name"], "partition_responses": partitions})
     if body["acks"] == -1 and written:
@@ -107,21 +85,49 @@ def handle_produce(broker: Broker, request: Request) -> Plain | None:
     return {"responses": responses}
 
 
+def _without_transactional_id(body: Plain) -> TxnLogError | None:
+    """TransactionalIdAuthorizationError when a request without a transactional id carries a
+    transactional batch anywhere (KafkaApis: ``hasTransactionalRecords``), else None."""
+    for topic in body["topic_data"]:
+        for data in topic["partition_data"]:
+            try:
+                batches = split_batches(data["records"] or b"")
+            except CorruptRecordError:
+                continue  # answered as CORRUPT_MESSAGE by its partition, if the request goes on
+            big_enough = (batch for batch in batches if len(batch) >= HEADER_SIZE)
+            if any(parse_header(batch).is_transactional for batch in big_enough):
+                return TransactionalIdAuthorizationError(
+                    f"{topic['name']}-{data['index']}: a produce carrying transactional "
+                    "batches without a transactional id; nothing in the request was written"
+                )
+    return None
+
+
+def _refused(tp: TopicPartition, error: TxnLogError, request: Request) -> dict[str, Any]:
+    return {
+        "index": tp.partition,
+        "error_code": error_code(error, PRODUCE, request.api_version),
+        "base_offset": -1,
+        "error_message": str(error),
+    }
+
+
 def _produce_partition(
     broker: Broker,
     request: Request,
     tp: TopicPartition,
     records: bytes | None,
-    txn_check: _TxnCheck | None,
     written: list[PartitionLog],
 ) -> dict[str, Any]:
+    transactional_id = request.body.get("transactional_id")
     try:
         plog = broker.partition_log(tp)
-        results = []
-        for batch in split_batches(records or b""):  # at least one batch, or it raises
-            if txn_check is not None:
-                txn_check.check(tp, parse_header(batch))
-            results.append(plog.append(batch))
+        results = [
+            append_client_batch(
+                broker.log.coordinator, plog, batch, transactional_id=transactional_id
+            )
+            for batch in split_batches(records or b"")  # at least one batch, or it raises
+        ]
         written.append(plog)
         first = results[0]
         return {
@@ -132,9 +138,4 @@ def _produce_partition(
             "log_start_offset": plog.log_start_offset,
         }
     except TxnLogError as error:
-        return {
-            "index": tp.partition,
-            "error_code": error_code(error, PRODUCE, request.api_version),
-            "base_offset": -1,
-            "error_message": str(error),
-        }
+        return _refused(tp, error, request)

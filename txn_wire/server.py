@@ -48,6 +48,7 @@ from txn_wire.codec import (
 from txn_wire.connection_auth import ConnectionAuth
 from txn_wire.fetch import end_offsets, read_fetch
 from txn_wire.group_coordinator import GroupCoordinator
+from txn_wire.group_membership import LoopMembership
 from txn_wire.list_offsets import handle_list_offsets
 from txn_wire.metadata import Address, handle_find_coordinator, handle_metadata
 from txn_wire.produce import handle_produce
@@ -135,6 +136,12 @@ async def _offset_commit(server: WireServer, request: Request, address: Address)
     return await asyncio.to_thread(handle_offset_commit, server.broker, request)
 
 
+async def _txn_offset_commit(server: WireServer, request: Request, address: Address) -> Plain:
+    """TxnOffsetCommit: the engine's commit, whose KIP-447 member check runs on this loop."""
+    membership = LoopMembership(server.groups, asyncio.get_running_loop())
+    return await asyncio.to_thread(handle_txn_offset_commit, server.broker, request, membership)
+
+
 async def _join_group(server: WireServer, request: Request, address: Address) -> Plain:
     return await server.groups.join_group(request)
 
@@ -179,7 +186,7 @@ HANDLERS: dict[int, Handler] = {
     24: _blocking(handle_add_partitions_to_txn),
     25: _blocking(handle_add_offsets_to_txn),
     26: _blocking(handle_end_txn),
-    28: _blocking(handle_txn_offset_commit),
+    28: _txn_offset_commit,
     32: _blocking(handle_describe_configs),
 }
 

@@ -1,20 +1,25 @@
 """The transactional RPCs (R-05..R-10) over the engine's ``TransactionCoordinator`` and group
 offset store, and plain OffsetCommit / OffsetFetch.
 
-Each handler only translates: the coordinator validates (epoch, producer id mapping, state)
-and raises the engine's typed errors, which carry Kafka's codes (``broker.error_code``).
+Each handler only translates, one engine call each: the coordinator decides (epoch, producer
+id mapping, state, the partitions of a transaction) and raises the engine's typed errors,
+which carry Kafka's codes (``broker.error_code``). No transaction rule is decided here.
 
 - InitProducerId (C-14, C-15): a null (or empty) transactional id gets a fresh producer id;
   otherwise the coordinator bumps the epoch, fencing older instances and aborting their open
   transaction. With v3+ a client may name its current producer id and epoch (KIP-360, to
-  recover from an abortable error): they must be the current ones, or the ones just before a
-  timeout's epoch bump, else PRODUCER_FENCED.
+  recover from an abortable error): the coordinator checks them under its lock
+  (``init_producer_id(expected=...)``), PRODUCER_FENCED unless they are the current ones.
 - AddPartitionsToTxn (C-16): all partitions or none; an unknown one is
   UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka answers.
-- AddOffsetsToTxn (C-17), EndTxn (C-18), TxnOffsetCommit (O-02, O-03): the group's offsets
-  are appended to ``__consumer_offsets`` inside the transaction, visible only if it commits.
-- OffsetCommit / OffsetFetch: plain group offsets in the same store (``txnlog groups``).
-  Without a group coordinator here yet, commits are accepted whatever their generation.
+- AddOffsetsToTxn (C-17), EndTxn (C-18).
+- TxnOffsetCommit (O-02, O-03): the engine's transactional offset commit
+  (``transactional_append.txn_offset_commit``): inside the producer's ongoing transaction,
+  after AddOffsetsToTxn (INVALID_TXN_STATE otherwise), and only from a current member of the
+  group's current generation when the request names one (KIP-447: ILLEGAL_GENERATION,
+  UNKNOWN_MEMBER_ID), which the server's group coordinator decides (``group_membership``).
+- OffsetCommit / OffsetFetch: plain group offsets in the same store (``txnlog groups``); the
+  server checks the committing member against its group first (``server``).
 """
 
 from __future__ import annotations
@@ -23,10 +28,10 @@ from collections.abc import Callable
 from typing import Any
 
 from txn_log import TopicPartition
-from txn_log.coordinator.transaction_state import TransactionState
-from txn_log.errors import InvalidTxnStateError, ProducerFencedError, TxnLogError
+from txn_log.coordinator.transactional_append import txn_offset_commit
+from txn_log.errors import TxnLogError
+from txn_log.group_membership import GroupMember, GroupMembership
 from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
-from txn_log.storage.producer_append_info import AppendOrigin
 from txn_wire.broker import (
     OPERATION_NOT_ATTEMPTED,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -50,32 +55,16 @@ def handle_init_producer_id(broker: Broker, request: Request) -> Plain:
     body = request.body
     transactional_id = body.get("transactional_id") or None
     coordinator = broker.log.coordinator
+    expected = None
+    if transactional_id is not None and body.get("producer_id", -1) >= 0:
+        expected = (body["producer_id"], body["producer_epoch"])
     try:
-        if transactional_id is not None and body.get("producer_id", -1) >= 0:
-            _check_kip360(broker, transactional_id, body["producer_id"], body["producer_epoch"])
         producer_id, epoch = coordinator.init_producer_id(
-            transactional_id, body["transaction_timeout"]
+            transactional_id, body["transaction_timeout"], expected=expected
         )
     except TxnLogError as error:
         return {"error_code": _code(error, request), "producer_id": -1, "producer_epoch": -1}
     return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
-
-
-def _check_kip360(broker: Broker, transactional_id: str, producer_id: int, epoch: int) -> None:
-    """KIP-360: the producer id and epoch a client names must be its current ones (or those
-    from before a timeout fenced it): an older instance may not bump the epoch."""
-    for metadata in broker.log.coordinator.transactions():
-        if metadata.transactional_id != transactional_id:
-            continue
-        if metadata.producer_id == producer_id and epoch in (
-            metadata.producer_epoch,
-            metadata.last_producer_epoch,
-        ):
-            return
-        raise ProducerFencedError(
-            f"transactional id {transactional_id!r}: producer {producer_id} epoch {epoch} is "
-            f"not the current producer {metadata.producer_id} epoch {metadata.producer_epoch}"
-        )
 
 
 def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Plain:
@@ -143,29 +132,27 @@ def handle_end_txn(broker: Broker, request: Request) -> Plain:
     return _transaction_call(request, broker.log.coordinator.end_txn, "committed")
 
 
-def handle_txn_offset_commit(broker: Broker, request: Request) -> Plain:
+def handle_txn_offset_commit(
+    broker: Broker, request: Request, membership: GroupMembership | None = None
+) -> Plain:
     body = request.body
-    offsets = _offsets(body["topics"])
+    member = GroupMember(
+        body.get("member_id") or "",
+        body.get("generation_id", -1),
+        body.get("group_instance_id"),
+    )
+    transaction = (body["transactional_id"], body["producer_id"], body["producer_epoch"])
     try:
-        metadata = broker.log.coordinator.check_producer(
-            body["transactional_id"], body["producer_id"], body["producer_epoch"]
-        )
-        if metadata.state is not TransactionState.ONGOING or (
-            (OFFSETS_PARTITION.topic, OFFSETS_PARTITION.partition) not in metadata.topic_partitions
-        ):
-            raise InvalidTxnStateError(
-                f"transactional id {body['transactional_id']!r}: TxnOffsetCommit for group "
-                f"{body['group_id']!r} before AddOffsetsToTxn"
-            )
-        group_offsets = broker.log.group_offsets
-        batch = group_offsets.encode_batch(
+        txn_offset_commit(
+            broker.log.coordinator,
+            broker.log.group_offsets,
+            broker.log.partition_log(OFFSETS_PARTITION),
+            transaction,
             body["group_id"],
-            offsets,
-            producer_id=body["producer_id"],
-            producer_epoch=body["producer_epoch"],
-            transactional=True,
+            _offsets(body["topics"]),
+            member=member,
+            membership=membership,
         )
-        broker.log.partition_log(OFFSETS_PARTITION).append(batch, origin=AppendOrigin.COORDINATOR)
         code = 0
     except TxnLogError as error:
         code = _code(error, request)

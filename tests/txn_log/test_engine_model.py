@@ -66,6 +66,7 @@ from hypothesis.stateful import (
 from tests.support import directory_bytes
 from txn_log.clock import ManualClock
 from txn_log.coordinator.transaction_coordinator import STATE_PARTITION
+from txn_log.coordinator.transactional_append import append_client_batch
 from txn_log.errors import (
     DuplicateSequenceError,
     FencedError,
@@ -472,7 +473,13 @@ class EngineModel(RuleBasedStateMachine):
                 client.transactional_id, client.producer_id, client.producer_epoch, [tp]
             )
             self._register(client, tp)
-        result = self._plog(tp).append(payload, sync=sync)
+        result = append_client_batch(  # KIP-890: the coordinator verifies a transaction's start
+            self.log.coordinator,
+            self._plog(tp),
+            payload,
+            transactional_id=client.transactional_id,
+            sync=sync,
+        )
         assert not result.duplicate
         self._record_append(client, tp, records, result.base_offset, result.last_offset, payload)
 

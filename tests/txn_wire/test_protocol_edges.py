@@ -105,7 +105,10 @@ def test_produce_errors_carry_kafkas_codes_and_write_nothing_E02_E03_F31(
         coordinator_epoch=0,
         timestamp_ms=NOW,
     )
-    assert produce(client, marker)["error_code"] == 87
+    assert produce(client, marker, txn="t")["error_code"] == 87
+    # ... and without a transactional id, refused whole as KafkaApis does (a marker is a
+    # transactional batch): TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert produce(client, marker)["error_code"] == 53
     # an unknown topic
     assert produce(client, batch([b"f"]), topic="nowhere")["error_code"] == 3
     assert directory_bytes(server.path, content_only=True) == before

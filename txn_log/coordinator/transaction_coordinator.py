@@ -311,18 +311,25 @@ class TransactionCoordinator:
     # --- the producer-facing requests (C-14..C-18) -------------------------------------------
 
     def init_producer_id(
-        self, transactional_id: str | None, transaction_timeout_ms: int
+        self,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        *,
+        expected: tuple[int, int] | None = None,
     ) -> tuple[int, int]:
         """(producer id, epoch) for a new producer instance; fences older ones (C-14, C-24).
 
         Without a transactional id: a fresh producer id with epoch 0 (C-15). With one: the
         epoch is bumped; an open transaction of the previous instance is aborted first (T9),
-        one past its commit point is rolled forward (T10, by ``_locked``).
+        one past its commit point is rolled forward (T10, by ``_locked``). ``expected``
+        (KIP-360, R-05): the producer id and epoch the caller holds, which must be the id's
+        current ones (checked under the lock, before anything changes), else
+        ProducerFencedError.
         """
         if transactional_id is None:
             return self._log.producer_ids.generate_producer_id(), 0
         with self._locked() as state:
-            result = self._prepare_init(state, transactional_id, transaction_timeout_ms)
+            result = self._prepare_init(state, transactional_id, transaction_timeout_ms, expected)
             if result.fenced_abort:
                 self._write_metadata(result.metadata)
                 self._complete(result.metadata)
@@ -331,7 +338,11 @@ class TransactionCoordinator:
             return result.metadata.producer_id, result.metadata.producer_epoch
 
     def _prepare_init(
-        self, state: CoordinatorState, transactional_id: str, timeout_ms: int
+        self,
+        state: CoordinatorState,
+        transactional_id: str,
+        timeout_ms: int,
+        expected: tuple[int, int] | None = None,
     ) -> InitProducerIdResult:
         return prepare_init_producer_id(
             state.metadata(transactional_id),
@@ -340,6 +351,7 @@ class TransactionCoordinator:
             self._clock.time_ms(),
             self._log.producer_ids.generate_producer_id,
             self.max_timeout_ms,
+            expected,
         )
 
     def add_partitions(
@@ -418,6 +430,27 @@ class TransactionCoordinator:
                     f"{producer_epoch} was fenced by epoch {metadata.producer_epoch}"
                 )
             return metadata
+
+    @contextmanager
+    def verified_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> Iterator[TransactionMetadata]:
+        """Hold the coordinator while the caller writes into the producer's ongoing
+        transaction, having verified that it includes ``partitions`` (KIP-890 part 1, C-16;
+        ``TransactionMetadata.check_verified``). No marker can end the transaction meanwhile
+        (markers are written under this lock), so what the caller appends belongs to it:
+        ``transactional_append`` appends the first batch of a transaction to a partition, and
+        a transactional offset commit, this way. Lock order: coordinator, then partition."""
+        with self._locked() as state:
+            metadata = self._metadata(state, transactional_id, producer_id)
+            metadata.check_verified(
+                producer_id, producer_epoch, [(tp.topic, tp.partition) for tp in partitions]
+            )
+            yield metadata
 
     @staticmethod
     def _metadata(

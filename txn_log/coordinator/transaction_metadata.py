@@ -37,9 +37,15 @@ Decisions where the seeds and shipped Kafka differ (checklist §14); shipped Kaf
   and writes PREPARE_ABORT with the bumped epoch; the caller completes that abort and calls
   InitPid again, which bumps once more (Kafka answers the client CONCURRENT_TRANSACTIONS and
   the client retries).
-* InitPid takes no expected producer id / epoch (KIP-360's recovery form is not implemented):
-  every InitPid is a new instance that fences the old one, so ``last_producer_epoch`` stays -1
-  (Kafka's v0 value does not store it either).
+* InitPid may name the client's current producer id and epoch (KIP-360's recovery form, R-05:
+  a producer recovering from an abortable error bumps its own epoch): they must be the id's
+  current ones, checked under the coordinator lock with the bump itself
+  (``check_expected_producer``), else PRODUCER_FENCED; an older instance may never bump the
+  epoch of a newer one. ``last_producer_epoch`` stays -1 (Kafka's v0 value does not store it
+  either), so Kafka's "retry of a bump whose answer was lost" case is fenced here too.
+* KIP-890 part 1 (C-16): ``check_verified`` is the one rule for "this partition may take a
+  transactional batch of this producer": the id's mapped producer and epoch, an ONGOING
+  transaction, the partition in it.
 * C-27: an id expires when ``last update <= now - expiration`` (Kafka's ``shouldExpire``); a
   transaction times out when ``start + timeout < now`` (Kafka's ``timedOutTransactions``).
 """
@@ -205,6 +211,21 @@ class TransactionMetadata:
     def _check(self, to_state: TransactionState) -> None:
         """Every state change asks the table first (STYLE 3, 4)."""
         check_transition(self.state, to_state, self.transactional_id)
+
+    def check_verified(
+        self, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """KIP-890 part 1 (C-16): a transactional write of ``producer_id`` at
+        ``producer_epoch`` to ``partitions`` belongs to this id's ongoing transaction; else
+        the mapping and fencing errors of ``_check_producer`` or InvalidTxnStateError."""
+        self._check_producer("a transactional write", producer_id, producer_epoch)
+        missing = sorted(set(partitions) - self.topic_partitions)
+        if self.state is not _S.ONGOING or missing:
+            where = ", ".join(f"{topic}-{partition}" for topic, partition in missing)
+            raise InvalidTxnStateError(
+                f"{where or 'the partitions'} not part of {self.describe()}'s ongoing "
+                "transaction: AddPartitionsToTxn (or AddOffsetsToTxn) must come first (KIP-890)"
+            )
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn (C-16, C-17, T3, T4) -------------------------
 
@@ -400,14 +421,19 @@ def prepare_init_producer_id(
     now_ms: int,
     allocate_producer_id: Callable[[], int],
     max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+    expected: tuple[int, int] | None = None,
 ) -> InitProducerIdResult:
     """InitPid for a non-empty transactional id (C-14, T1, T2, T9, T10, C-30).
 
-    Validates the timeout first (E-11); ``allocate_producer_id`` is called only when a new
-    producer id is needed (new id, or exhausted epoch) and after every check passed.
+    Validates the timeout first (E-11), then KIP-360's ``expected`` (producer id, epoch) when
+    the client names them (``check_expected_producer``); ``allocate_producer_id`` is called
+    only when a new producer id is needed (new id, or exhausted epoch) and after every check
+    passed.
     Raises ``ConcurrentTransactionsError`` while PREPARE_* is completing (T10).
     """
     validate_transaction_timeout(transactional_id, txn_timeout_ms, max_timeout_ms)
+    if expected is not None:
+        check_expected_producer(current, transactional_id, *expected)
     if current is None:
         current = TransactionMetadata.new(
             transactional_id, allocate_producer_id(), txn_timeout_ms, now_ms
@@ -435,3 +461,24 @@ def prepare_init_producer_id(
         txn_last_update_timestamp_ms=now_ms,
     )
     return InitProducerIdResult(bumped, fenced_abort=False)
+
+
+def check_expected_producer(
+    current: TransactionMetadata | None, transactional_id: str, producer_id: int, epoch: int
+) -> None:
+    """KIP-360 (R-05): an InitPid naming ``(producer_id, epoch)`` may bump only the id's
+    current instance (or the one from just before a timeout's bump, ``last_producer_epoch``,
+    when it is stored): ProducerFencedError otherwise, before anything changes. An id with no
+    mapping yet has no instance to fence (Kafka: a new mapping)."""
+    if current is None or current.producer_epoch == NO_PRODUCER_EPOCH:
+        return
+    if current.producer_id == producer_id and epoch in (
+        current.producer_epoch,
+        current.last_producer_epoch,
+    ) and epoch != NO_PRODUCER_EPOCH:
+        return
+    raise ProducerFencedError(
+        f"InitPid for transactional id {transactional_id!r} names producer {producer_id} epoch "
+        f"{epoch}, which is not the current instance (producer {current.producer_id} epoch "
+        f"{current.producer_epoch}): an older instance may not bump the epoch (KIP-360)"
+    )

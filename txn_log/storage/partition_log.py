@@ -31,7 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from txn_log.clock import SYSTEM_CLOCK, Clock
-from txn_log.errors import LogLockedError, TxnLogError, UnknownTopicOrPartitionError
+from txn_log.errors import (
+    LogLockedError,
+    TransactionNotVerifiedError,
+    TxnLogError,
+    UnknownTopicOrPartitionError,
+)
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader, parse_header
@@ -113,8 +118,13 @@ class PartitionLog(PartitionReader):
         identity: PartitionIdentity | None,
         lock: FileLock,
         needs_recovery: bool = False,
+        verifies_transactions: bool = False,
     ) -> None:
         super().__init__(directory, topic_partition, config, loaded, clock=clock, identity=identity)
+        self.verifies_transactions = verifies_transactions
+        """Whether a transactional batch may start a transaction here only when the
+        coordinator verified it (KIP-890): a partition of a ``Log``, which has a coordinator;
+        not a partition opened on its own (tests, benchmarks), which has none."""
         self._lock = lock
         self._needs_recovery = needs_recovery  # opened while another process held the lock
         self.last_recovery: list[str] = list(loaded.recovery)
@@ -130,6 +140,7 @@ class PartitionLog(PartitionReader):
         *,
         clock: Clock = SYSTEM_CLOCK,
         create: bool = True,
+        verifies_transactions: bool = False,
     ) -> PartitionLog:
         """Open the partition; recover it under its lock, now or at the first write.
 
@@ -158,8 +169,8 @@ class PartitionLog(PartitionReader):
             identity = identity_if_any(directory, topic_partition)
             loaded = loader.load_as_reader(with_producer_state=True)
             return cls(
-                directory, topic_partition, config, loaded,
-                clock=clock, identity=identity, lock=lock, needs_recovery=True,
+                directory, topic_partition, config, loaded, clock=clock, identity=identity,
+                lock=lock, needs_recovery=True, verifies_transactions=verifies_transactions,
             )  # fmt: skip
         try:
             if create and not metadata.exists():
@@ -169,8 +180,9 @@ class PartitionLog(PartitionReader):
         finally:
             lock.release()
         return cls(
-            directory, topic_partition, config, loaded, clock=clock, identity=identity, lock=lock
-        )
+            directory, topic_partition, config, loaded, clock=clock, identity=identity,
+            lock=lock, verifies_transactions=verifies_transactions,
+        )  # fmt: skip
 
     @classmethod
     def open_for_repair(
@@ -263,8 +275,17 @@ class PartitionLog(PartitionReader):
         expected_offset: int = NO_EXPECTED_OFFSET,
         sync: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_verified: bool = False,
     ) -> AppendResult:
         """Append one client batch atomically (F-08); validation failures write nothing.
+
+        KIP-890 part 1 (C-16): on a partition that ``verifies_transactions``, a transactional
+        batch that would start a transaction here (its producer has none open in this
+        partition) raises TransactionNotVerifiedError unless ``transaction_verified``: only
+        the coordinator's verified append (``coordinator.transactional_append``), which holds
+        the coordinator while it checks that the producer's ongoing transaction includes this
+        partition and appends, passes True. Batches continuing an open transaction need no
+        verification: its marker, which would end it, is written under the same lock.
 
         ``expected_offset`` is KIP-27's expected offset of the batch's first record: when the
         topic enables ``check.expected.offsets`` and it is not -1, a mismatch with the log end
@@ -289,7 +310,7 @@ class PartitionLog(PartitionReader):
                 cached = state.find_duplicate_batch(header)
                 if cached is not None:
                     return AppendResult(cached.first_offset, cached.last_offset, -1, duplicate=True)
-            append_info = self._prepare_data_batch(header, origin)
+            append_info = self._prepare_data_batch(header, origin, transaction_verified)
             check_expected_offset(
                 self.topic_partition, self.config, expected_offset, self._end_offset
             )
@@ -303,16 +324,36 @@ class PartitionLog(PartitionReader):
             return result
 
     def _prepare_data_batch(
-        self, header: BatchHeader, origin: AppendOrigin
+        self, header: BatchHeader, origin: AppendOrigin, transaction_verified: bool
     ) -> ProducerAppendInfo | None:
         """The validated change a data batch at the log end makes to producer state (None
-        without a producer id); raises on a stale epoch, a sequence gap or a transaction-state
-        error (P-10), changing nothing (STYLE 3)."""
+        without a producer id); raises on a stale epoch, a sequence gap, a transaction-state
+        error (P-10) or an unverified transaction start (KIP-890), changing nothing (STYLE 3)."""
         if not header.has_producer_id:
             return None
         append_info = self.producer_state.prepare_update(header.producer_id, origin)
         append_info.append_data_batch(header, base_offset=self._end_offset)
+        starts = bool(append_info.started_transactions())
+        if starts and self.verifies_transactions and not transaction_verified:
+            raise TransactionNotVerifiedError(
+                f"{self.topic_partition}: producer {header.producer_id} epoch "
+                f"{header.producer_epoch} has no transaction open in this partition, and "
+                "the coordinator did not verify that its ongoing transaction includes it "
+                "(KIP-890: AddPartitionsToTxn first, then the coordinator's verified "
+                "append); nothing was written"
+            )
         return append_info
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether this process last saw ``producer_id`` at ``producer_epoch`` with a
+        transaction open in this partition (lock-free, maybe stale: a hint for the verified
+        append, which the check under the lock in ``append`` makes safe)."""
+        entry = self.producer_state.last_entry(producer_id)
+        return (
+            entry is not None
+            and entry.producer_epoch == producer_epoch
+            and entry.current_txn_first_offset is not None
+        )
 
     def _write(self, batch: bytearray) -> AppendResult:
         """Assign offsets (and LogAppendTime) to a validated batch and write it; the caller
