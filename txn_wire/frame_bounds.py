@@ -16,8 +16,9 @@ refuses (``FrameBoundsError``):
 - a negative length or count other than -1 (null), a varint longer than 5 bytes, a frame
   that ends inside a field.
 
-Invariant: a frame ``check_request`` accepts makes kio allocate at most a few pointers per byte
-of the frame; a frame it refuses never reaches kio. The walk is one pass over the structure:
+Invariant: a frame ``check_request`` accepts makes kio allocate no more than a pointer and an
+object per byte of the frame (every array element takes a byte at least); a frame it refuses
+never reaches kio. The walk is one pass over the structure:
 ``records`` are skipped by their length, never walked (Produce's hot path costs per field, not
 per byte). It is no validator beyond bounds: a bad boolean, bad UTF-8 or an unknown tag is
 left for kio to refuse.
@@ -42,8 +43,9 @@ Layout walked (Kafka's protocol guide; KIP-482 for flexible versions; as kio 0.6
     uvarint  : 7 bits a byte, least significant first, high bit = more; at most 5 bytes
 
 ``field_map`` reports where every length, count and size field of a frame is (the frame fuzz
-mutates exactly those bytes). Plans are compiled once per kio class and cached; the walk is
-pure and thread-safe.
+mutates exactly those bytes). Each kio class is compiled once into closures (a fixed run of
+fields is one bounds check, a one-byte varint one comparison) and cached; the walk is pure
+and thread-safe.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,20 +74,10 @@ _INT16 = struct.Struct(">h")  # a legacy string's length
 _INT32 = struct.Struct(">i")  # a legacy bytes' length or a legacy array's count
 
 _FIXED_SIZES = {
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-    "int16": 2,
-    "uint16": 2,
-    "error_code": 2,
-    "int32": 4,
-    "uint32": 4,
-    "timedelta_i32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "float64": 8,
-    "timedelta_i64": 8,
-    "datetime_i64": 8,
+    **dict.fromkeys(("int8", "uint8", "bool"), 1),
+    **dict.fromkeys(("int16", "uint16", "error_code"), 2),
+    **dict.fromkeys(("int32", "uint32", "timedelta_i32"), 4),
+    **dict.fromkeys(("int64", "uint64", "float64", "timedelta_i64", "datetime_i64"), 8),
     "uuid": 16,
 }
 
@@ -120,50 +113,20 @@ class LengthField:
     where: str
 
 
-class Op(enum.IntEnum):
-    """What one step of a plan reads."""
-
-    FIXED = 0  # Step.size bytes
-    COMPACT_BYTES = 1  # compact string, bytes or records
-    INT16_STRING = 2  # legacy string
-    INT32_BYTES = 3  # legacy bytes or records
-    COMPACT_ARRAY = 4  # Step.element each; Step.size: an element's smallest size
-    INT32_ARRAY = 5  # legacy array, as COMPACT_ARRAY
-    ENTITY = 6  # Step.plan
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One field (or array element) to walk; consecutive fixed fields are merged into one."""
-
-    op: Op
-    where: str
-    size: int = 0  # FIXED: bytes; arrays: an element's smallest size (at least 1)
-    element: Step | None = None
-    plan: EntityPlan | None = None
-
-    @property
-    def min_size(self) -> int:
-        if self.op is Op.FIXED:
-            return self.size
-        if self.op in (Op.COMPACT_BYTES, Op.COMPACT_ARRAY):
-            return 1
-        if self.op is Op.INT16_STRING:
-            return 2
-        if self.op is Op.ENTITY and self.plan is not None:
-            return self.plan.min_size
-        return 4
+Found = list[LengthField] | None
+"""Where ``field_map`` collects the length fields it passes; None on the hot path."""
+Walk = Callable[[bytes, int, Found], int]
+"""Walks one field (or struct) of ``frame`` from ``pos``; returns the position after it."""
 
 
 @dataclass(frozen=True, slots=True)
 class EntityPlan:
-    """How to walk one kio class: its non-tagged steps, then (flexible) its tagged fields."""
+    """A kio class compiled for the walk: ``walk`` reads one struct of it (its fields in
+    declaration order, then, if flexible, its tagged fields); ``min_size`` is the fewest
+    bytes one can take (an array count is checked against it)."""
 
     name: str
-    steps: tuple[Step, ...]
-    flexible: bool
-    nullable: bool
-    tagged: dict[int, Step]
+    walk: Walk
     min_size: int
 
 
@@ -171,25 +134,25 @@ def check_request(schema: type[Any], frame: bytes) -> int:
     """Walk the header and body of a request ``frame`` (no length prefix) of kio class
     ``schema``; the offset where the body ends. FrameBoundsError if a length does not fit;
     SchemaWalkError if the schema has a field type the walker does not know."""
-    pos = _walk_entity(plan_of(schema.__header_schema__), frame, 0, None)
-    return _walk_entity(plan_of(schema), frame, pos, None)
+    pos = plan_of(schema.__header_schema__).walk(frame, 0, None)
+    return plan_of(schema).walk(frame, pos, None)
 
 
 def field_map(schema: type[Any], frame: bytes) -> list[LengthField]:
     """Every length, count and size field of a valid request ``frame``, in frame order."""
     found: list[LengthField] = []
-    pos = _walk_entity(plan_of(schema.__header_schema__), frame, 0, found)
-    _walk_entity(plan_of(schema), frame, pos, found)
+    pos = plan_of(schema.__header_schema__).walk(frame, 0, found)
+    plan_of(schema).walk(frame, pos, found)
     return found
 
 
-# --- compiling a kio class into a plan -------------------------------------------------------
+# --- compiling a kio class into walks --------------------------------------------------------
 
 _PLANS: dict[tuple[type[Any], bool], EntityPlan] = {}
 
 
 def plan_of(entity: type[Any], nullable: bool = False) -> EntityPlan:
-    """The walk plan of a kio class (cached; a race compiles the same plan twice)."""
+    """The compiled walk of a kio class (cached; a race compiles the same plan twice)."""
     plan = _PLANS.get((entity, nullable))
     if plan is None:
         plan = _compile(entity, nullable)
@@ -198,152 +161,239 @@ def plan_of(entity: type[Any], nullable: bool = False) -> EntityPlan:
 
 
 def _compile(entity: type[Any], nullable: bool) -> EntityPlan:
+    name = entity.__name__
     flexible = bool(entity.__flexible__)
-    steps: list[Step] = []
-    tagged: dict[int, Step] = {}
+    walks: list[Walk] = []
+    tagged: dict[int, Walk] = {}
+    fixed = 0  # fixed-size fields not yet emitted: consecutive ones are walked as one
+    min_size = 0
     for field in dataclasses.fields(entity):
-        where = f"{entity.__name__}.{field.name}"
-        tag = get_field_tag(field)
+        where = f"{name}.{field.name}"
         # kio: the request header's client_id is a legacy string in every header version
-        if entity.__name__ == "RequestHeader" and field.name == "client_id":
-            step = Step(Op.INT16_STRING, where)
+        if name == "RequestHeader" and field.name == "client_id":
+            walk, size, is_fixed = _int16_string(where), 2, False
         else:
-            step = _field_step(field, flexible, where)
+            walk, size, is_fixed = _field_walk(field, flexible, where)
+        tag = get_field_tag(field)
         if tag is not None:
-            tagged[int(tag)] = step
-        elif step.op is Op.FIXED and steps and steps[-1].op is Op.FIXED:
-            merged = f"{steps[-1].where}+{field.name}"
-            steps[-1] = Step(Op.FIXED, merged, steps[-1].size + step.size)
-        else:
-            steps.append(step)
-    body_min = sum(s.min_size for s in steps) + (1 if flexible else 0)
-    return EntityPlan(
-        entity.__name__, tuple(steps), flexible, nullable, tagged, 1 if nullable else body_min
-    )
+            tagged[int(tag)] = walk
+            continue
+        min_size += size
+        if is_fixed:
+            fixed += size
+            continue
+        if fixed:
+            walks.append(_fixed(fixed, name))
+            fixed = 0
+        walks.append(walk)
+    if fixed:
+        walks.append(_fixed(fixed, name))
+    if flexible:
+        walks.append(_tagged_fields(name, tagged))
+        min_size += 1
+    walk = _struct(tuple(walks))
+    if nullable:  # KIP-893: an int8 marker first; -1 and nothing more is null
+        return EntityPlan(name, _nullable_struct(name, walk), 1)
+    return EntityPlan(name, walk, min_size)
 
 
-def _field_step(field: dataclasses.Field[Any], flexible: bool, where: str) -> Step:
-    """The step kio's ``build_field_schema`` would read for ``field``."""
+def _field_walk(
+    field: dataclasses.Field[Any], flexible: bool, where: str
+) -> tuple[Walk, int, bool]:
+    """(walk, smallest size, whether always that size) of what kio's ``build_field_schema``
+    would read for ``field``."""
     kind = classify_field(field)
     if isinstance(kind, EntityTupleField | EntityField):
         nested = plan_of(kind.type_, isinstance(kind, EntityField) and is_optional(field))
-        inner = Step(Op.ENTITY, where, plan=nested)
+        inner, inner_size, inner_fixed = nested.walk, nested.min_size, False
     else:
-        inner = _primitive_step(get_schema_field_type(field), flexible, where)
+        inner, inner_size, inner_fixed = _primitive_walk(
+            get_schema_field_type(field), flexible, where
+        )
     if not isinstance(kind, EntityTupleField | PrimitiveTupleField):
-        return inner
-    op = Op.COMPACT_ARRAY if flexible else Op.INT32_ARRAY
-    return Step(op, where, size=max(1, inner.min_size), element=inner)
+        return inner, inner_size, inner_fixed
+    element = _Element(inner, max(1, inner_size), inner_size if inner_fixed else None)
+    if flexible:
+        return _compact_array(where, element, is_optional(field)), 1, False
+    return _int32_array(where, element, is_optional(field)), 4, False
 
 
-def _primitive_step(kafka_type: str, flexible: bool, where: str) -> Step:
+def _primitive_walk(kafka_type: str, flexible: bool, where: str) -> tuple[Walk, int, bool]:
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
-        return Step(Op.FIXED, where, size)
+        return _fixed(size, where), size, True
     if kafka_type in ("string", "bytes", "records") and flexible:
-        return Step(Op.COMPACT_BYTES, where)
+        return _compact_bytes(where), 1, False
     if kafka_type == "string":
-        return Step(Op.INT16_STRING, where)
+        return _int16_string(where), 2, False
     if kafka_type in ("bytes", "records"):
-        return Step(Op.INT32_BYTES, where)
+        return _int32_bytes(where), 4, False
     raise SchemaWalkError(f"{where}: kafka_type {kafka_type!r} has no known bounds")
 
 
-# --- the walk --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Element:
+    """An array's element: its walk, its smallest size (at least 1), and its size if fixed."""
+
+    walk: Walk
+    min_size: int
+    fixed_size: int | None
 
 
-def _walk_entity(plan: EntityPlan, frame: bytes, pos: int, found: list[LengthField] | None) -> int:
-    if plan.nullable:
-        _need(frame, pos, 1, plan.name)
-        pos += 1
-        if frame[pos - 1] == _NULL_MARKER:
-            return pos
-    for step in plan.steps:
-        pos = _walk_step(step, frame, pos, found)
-    if plan.flexible:
-        pos = _walk_tagged(plan, frame, pos, found)
+# --- the walks -------------------------------------------------------------------------------
+
+
+def _struct(walks: tuple[Walk, ...]) -> Walk:
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        for field_walk in walks:
+            pos = field_walk(frame, pos, found)
+        return pos
+
+    return walk
+
+
+def _nullable_struct(name: str, inner: Walk) -> Walk:
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        _need(frame, pos, 1, name)
+        if frame[pos] == _NULL_MARKER:
+            return pos + 1
+        return inner(frame, pos + 1, found)
+
+    return walk
+
+
+def _fixed(size: int, where: str) -> Walk:
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        return _need(frame, pos, size, where)
+
+    return walk
+
+
+def _compact_bytes(where: str) -> Walk:
+    """A compact string, bytes or records: skipped by its length, never looked into."""
+
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        start = pos
+        raw, pos = _uvarint(frame, pos, where)
+        if found is not None:
+            found.append(LengthField(start, pos - start, Encoding.COMPACT_LENGTH, where))
+        return pos if raw == 0 else _skip(frame, pos, raw - 1, where)
+
+    return walk
+
+
+def _int16_string(where: str) -> Walk:
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        _need(frame, pos, 2, where)
+        if found is not None:
+            found.append(LengthField(pos, 2, Encoding.INT16_LENGTH, where))
+        (length,) = _INT16.unpack_from(frame, pos)
+        return pos + 2 if length == -1 else _skip(frame, pos + 2, length, where)
+
+    return walk
+
+
+def _int32_bytes(where: str) -> Walk:
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        _need(frame, pos, 4, where)
+        if found is not None:
+            found.append(LengthField(pos, 4, Encoding.INT32_LENGTH, where))
+        (length,) = _INT32.unpack_from(frame, pos)
+        return pos + 4 if length == -1 else _skip(frame, pos + 4, length, where)
+
+    return walk
+
+
+def _compact_array(where: str, element: _Element, nullable: bool) -> Walk:
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        start = pos
+        raw, pos = _uvarint(frame, pos, where)
+        if found is not None:
+            found.append(LengthField(start, pos - start, Encoding.COMPACT_LENGTH, where))
+        if raw == 0:
+            return _null_array(pos, nullable, start, where)
+        return _elements(frame, pos, raw - 1, element, found, where)
+
+    return walk
+
+
+def _int32_array(where: str, element: _Element, nullable: bool) -> Walk:
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        _need(frame, pos, 4, where)
+        if found is not None:
+            found.append(LengthField(pos, 4, Encoding.INT32_LENGTH, where))
+        (count,) = _INT32.unpack_from(frame, pos)
+        if count == -1:
+            return _null_array(pos + 4, nullable, pos, where)
+        return _elements(frame, pos + 4, count, element, found, where)
+
+    return walk
+
+
+def _null_array(pos: int, nullable: bool, start: int, where: str) -> int:
     return pos
 
 
-def _walk_step(step: Step, frame: bytes, pos: int, found: list[LengthField] | None) -> int:
-    op = step.op
-    if op is Op.FIXED:
-        return _need(frame, pos, step.size, step.where)
-    if op is Op.ENTITY:
-        if step.plan is None:
-            raise SchemaWalkError(f"{step.where}: an entity step without a plan")
-        return _walk_entity(step.plan, frame, pos, found)
-    start = pos
-    if op is Op.COMPACT_BYTES or op is Op.COMPACT_ARRAY:
-        raw, pos = _uvarint(frame, pos, step.where)
-        count = raw - 1  # -1: null
-        encoding = Encoding.COMPACT_LENGTH
-    elif op is Op.INT16_STRING:
-        _need(frame, pos, 2, step.where)
-        (count,) = _INT16.unpack_from(frame, pos)
-        pos += 2
-        encoding = Encoding.INT16_LENGTH
-    else:
-        _need(frame, pos, 4, step.where)
-        (count,) = _INT32.unpack_from(frame, pos)
-        pos += 4
-        encoding = Encoding.INT32_LENGTH
-    if found is not None:
-        found.append(LengthField(start, pos - start, encoding, step.where))
-    if count == -1:
-        return pos
-    if op is Op.COMPACT_ARRAY or op is Op.INT32_ARRAY:
-        return _walk_array(step, frame, pos, count, found)
-    return _skip(frame, pos, count, step.where)
-
-
-def _walk_array(
-    step: Step, frame: bytes, pos: int, count: int, found: list[LengthField] | None
+def _elements(
+    frame: bytes, pos: int, count: int, element: _Element, found: Found, where: str
 ) -> int:
     """``count`` elements from ``pos``, once the smallest they could take fits."""
     left = len(frame) - pos
-    if count < 0 or count * step.size > left:
+    if count < 0 or count * element.min_size > left:
         raise FrameBoundsError(
-            f"{step.where}: an array of {count} elements (at least {step.size} bytes each) "
+            f"{where}: an array of {count} elements (at least {element.min_size} bytes each) "
             f"at offset {pos}, with {left} bytes left in the frame"
         )
-    element = step.element
-    if element is None:
-        raise SchemaWalkError(f"{step.where}: an array step without an element")
-    if element.op is Op.FIXED:  # fixed-size elements: nothing inside to check
-        return pos + count * element.size
+    if element.fixed_size is not None:  # nothing inside to check
+        return pos + count * element.fixed_size
+    element_walk = element.walk
     for _ in range(count):
-        pos = _walk_step(element, frame, pos, found)
+        pos = element_walk(frame, pos, found)
     return pos
 
 
-def _walk_tagged(plan: EntityPlan, frame: bytes, pos: int, found: list[LengthField] | None) -> int:
-    start = pos
-    count, pos = _uvarint(frame, pos, f"{plan.name} tagged fields")
-    if found is not None:
-        found.append(LengthField(start, pos - start, Encoding.TAGGED_COUNT, plan.name))
-    left = len(frame) - pos
-    if count * MIN_TAGGED_FIELD_BYTES > left:
-        raise FrameBoundsError(
-            f"{plan.name}: {count} tagged fields at offset {pos}, with {left} bytes left"
-        )
-    for _ in range(count):
-        tag, pos = _uvarint(frame, pos, f"{plan.name} tag")
-        size_at = pos
-        size, pos = _uvarint(frame, pos, f"{plan.name} tag {tag} size")
-        where = f"{plan.name} tag {tag}"
+def _tagged_fields(name: str, tagged: dict[int, Walk]) -> Walk:
+    """A flexible struct's tagged fields: a count, then each tag, size and field."""
+
+    where = f"{name} tagged fields"
+
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        start = pos
+        count, pos = _uvarint(frame, pos, where)
         if found is not None:
-            found.append(LengthField(size_at, pos - size_at, Encoding.TAGGED_SIZE, where))
-        _skip(frame, pos, size, where)  # the size must fit, whatever the field reads
-        step = plan.tagged.get(tag)
-        # kio reads a known tag's field by its schema (not by its size), an unknown one not
-        # at all; Kafka skips unknown tags by their size
-        pos = _walk_step(step, frame, pos, found) if step is not None else pos + size
-    return pos
+            found.append(LengthField(start, pos - start, Encoding.TAGGED_COUNT, name))
+        if count == 0:  # the usual case
+            return pos
+        left = len(frame) - pos
+        if count * MIN_TAGGED_FIELD_BYTES > left:
+            raise FrameBoundsError(
+                f"{name}: {count} tagged fields at offset {pos}, with {left} bytes left"
+            )
+        for _ in range(count):
+            pos = _tagged_field(frame, pos, found, name, tagged)
+        return pos
+
+    return walk
+
+
+def _tagged_field(frame: bytes, pos: int, found: Found, name: str, tagged: dict[int, Walk]) -> int:
+    tag, pos = _uvarint(frame, pos, f"{name} tag")
+    where = f"{name} tag {tag}"
+    size_at = pos
+    size, pos = _uvarint(frame, pos, f"{where} size")
+    if found is not None:
+        found.append(LengthField(size_at, pos - size_at, Encoding.TAGGED_SIZE, where))
+    _skip(frame, pos, size, where)  # the size must fit, whatever the field reads
+    field_walk = tagged.get(tag)
+    # kio reads a known tag's field by its schema (not by its size) and refuses an unknown
+    # tag; Kafka skips an unknown tag by its size
+    return pos + size if field_walk is None else field_walk(frame, pos, found)
 
 
 def _uvarint(frame: bytes, pos: int, where: str) -> tuple[int, int]:
     """(value, position after it) of the unsigned varint at ``pos``, as kio reads one."""
+    if pos < len(frame) and frame[pos] < 0x80:  # one byte: nearly every length on the wire
+        return frame[pos], pos + 1
     value = 0
     for shift in range(0, 7 * MAX_UVARINT_BYTES, 7):
         if pos >= len(frame):

@@ -165,6 +165,7 @@ def test_no_frame_kills_the_server_or_its_memory(tmp_path: Path, seed: int, sasl
         print(f"server memory MB before {before}, after {after}")
         assert after["VmHWM"] < RSS_BOUND_MB, f"peak RSS {after['VmHWM']:.0f} MB"
     finally:
-        assert served.stop() == 0
+        exit_code = served.stop()
+    assert exit_code == 0, f"txnlog serve exited {exit_code} when stopped"
     tracebacks = (tmp_path / "serve.stderr").read_text().count("Traceback")
     print(f"handler errors logged by the server (connection closed): {tracebacks}")
