@@ -14,7 +14,8 @@ refuses (``FrameBoundsError``):
 - a tagged-field section whose count cannot fit (each field takes at least two bytes), or a
   tagged field whose size is longer than the bytes left;
 - a negative length or count other than -1 (null), a varint longer than 5 bytes, a frame
-  that ends inside a field.
+  that ends inside a field;
+- a null array where the schema has no null (kio reads one anyway; Kafka refuses it).
 
 Invariant: a frame ``check_request`` accepts makes kio allocate no more than a pointer and an
 object per byte of the frame (every array element takes a byte at least); a frame it refuses
@@ -83,7 +84,8 @@ _FIXED_SIZES = {
 
 
 class FrameBoundsError(ValueError):
-    """A request frame whose lengths do not fit in it: the connection is closed unread."""
+    """A request frame whose lengths do not fit in it (or a null array where the schema has
+    none): the connection is closed, the request unread."""
 
 
 class SchemaWalkError(TypeError):
@@ -212,6 +214,9 @@ def _field_walk(
         )
     if not isinstance(kind, EntityTupleField | PrimitiveTupleField):
         return inner, inner_size, inner_fixed
+    # kio reads null for any array; Kafka's generated readers refuse it for an array whose
+    # schema has no null ("non-nullable field ... was serialized as null"), and handlers rely
+    # on that
     element = _Element(inner, max(1, inner_size), inner_size if inner_fixed else None)
     if flexible:
         return _compact_array(where, element, is_optional(field)), 1, False
@@ -331,6 +336,8 @@ def _int32_array(where: str, element: _Element, nullable: bool) -> Walk:
 
 
 def _null_array(pos: int, nullable: bool, start: int, where: str) -> int:
+    if not nullable:
+        raise FrameBoundsError(f"{where}: null at offset {start}, not a nullable array")
     return pos
 
 

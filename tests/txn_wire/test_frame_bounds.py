@@ -6,7 +6,8 @@ count and size is checked against the bytes in the frame before kio reads it
 Over the wire, raw frames to a real server, open and secured (an authenticated principal
 without a single ACL: the frame is decoded before authorization). In process, the walk is
 compared with kio's own reading on a request of every (api_key, version) the server
-advertises, and on each of them with every length field set to each extreme value.
+advertises, and on each of them with every length field set to each extreme value; a null
+array where Kafka's schema has none is refused too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.txn_wire.auth_clients import plain_login, write_acls, write_users
 from tests.txn_wire.frame_samples import advertised, has_schema, mutations, sample_frame
 from tests.txn_wire.serve_process import ServeProcess, start_serve
 from tests.txn_wire.wire_clients import WAIT_S, RawClient
-from txn_wire.codec import LENGTH, MalformedRequestError, decode_request
+from txn_wire.codec import LENGTH, MalformedRequestError, decode_request, encode_request
 from txn_wire.frame_bounds import (
     Encoding,
     FrameBoundsError,
@@ -220,6 +221,19 @@ def test_any_flipped_or_truncated_request_the_walk_accepts_kio_reads_to_the_same
     except FrameBoundsError:
         return
     assert_kio_agrees(schema, frame, end, f"{which} {'cut' if truncate else written!r} @{at}")
+
+
+def test_a_null_array_is_refused_where_kafkas_schema_has_no_null() -> None:
+    """kio reads null for any array; Kafka refuses it for a non-nullable one, and handlers
+    iterate such arrays (they raised TypeError on None)."""
+    produce = bytearray(sample_frame(PRODUCE, 9)[LENGTH.size :])
+    schema = load_request_schema(PRODUCE, 9)
+    [topic_data] = [f for f in field_map(schema, bytes(produce)) if f.where.endswith("topic_data")]
+    produce[topic_data.offset] = 0  # compact null; the one topic's bytes follow, unread
+    with pytest.raises(FrameBoundsError, match="topic_data: null at offset 28"):
+        check_request(schema, bytes(produce))
+    metadata = encode_request(METADATA, 12, 1, {"topics": None})[LENGTH.size :]
+    assert decode_request(metadata).body["topics"] is None  # nullable: all topics
 
 
 def test_a_field_type_the_walk_does_not_know_is_refused_not_passed_on() -> None:
