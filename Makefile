@@ -51,6 +51,7 @@ lint: setup
 
 bench: setup
 	$(PY) bench/bench_codec.py
+	$(PY) bench/bench_frame_bounds.py
 	$(PY) bench/bench_partition_log.py
 	$(PY) bench/bench_transactions.py
 	$(PY) bench/bench_source.py
