@@ -21,12 +21,14 @@ from tests.txn_wire.wire_clients import RawClient
 from txn_log.log import Log
 from txn_log.record.codec import encode_records
 from txn_log.topic_partition import TopicPartition
-from txn_wire.broker import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SASL_MAX_RECEIVE_SIZE
+from txn_wire.broker import ServeConfig
 from txn_wire.codec import LENGTH, decode_response, encode_request
 
 PRODUCE, API_VERSIONS = 0, 18
 NOW = 1_700_000_000_000
 HUNDRED_MIB = 100 * 1024 * 1024
+SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's default sasl.server.max.receive.size
+SOCKET_REQUEST_MAX_BYTES = 104857600  # Kafka's default socket.request.max.bytes
 CLOSE_WAIT_S = 10  # a refused length closes at once; a server reading the body never does
 USERS = {"alice": "alice-secret"}
 
@@ -101,8 +103,9 @@ def produce_error(client: RawClient, frame: bytes) -> int:
 
 
 def test_the_defaults_are_kafkas() -> None:
-    assert DEFAULT_SASL_MAX_RECEIVE_SIZE == 524288  # sasl.server.max.receive.size
-    assert DEFAULT_MAX_REQUEST_BYTES == 104857600  # socket.request.max.bytes
+    config = ServeConfig()
+    assert config.max_request_bytes == SOCKET_REQUEST_MAX_BYTES
+    assert getattr(config, "sasl_max_receive_size", None) == SASL_MAX_RECEIVE_SIZE
 
 
 @pytest.fixture
@@ -138,7 +141,7 @@ def test_before_authentication_frames_up_to_sasl_max_receive_size_are_read(
     log_with_big_topic: Path, tmp_path: Path, cap: int | None
 ) -> None:
     extra = () if cap is None else ("--sasl-max-receive-size", str(cap))
-    limit = cap or DEFAULT_SASL_MAX_RECEIVE_SIZE
+    limit = cap or SASL_MAX_RECEIVE_SIZE
     served = sasl_serve(log_with_big_topic, tmp_path, *extra)
     try:
         at_cap = RawClient(served.port)
@@ -183,8 +186,8 @@ def test_without_sasl_every_connection_has_socket_request_max_bytes_from_the_sta
     served = start_serve(log_with_big_topic)
     try:
         client = RawClient(served.port)
-        assert produce_error(client, produce_of(DEFAULT_SASL_MAX_RECEIVE_SIZE * 2)) == 0
-        client.send_bytes(LENGTH.pack(DEFAULT_MAX_REQUEST_BYTES + 1))
+        assert produce_error(client, produce_of(SASL_MAX_RECEIVE_SIZE * 2)) == 0
+        client.send_bytes(LENGTH.pack(SOCKET_REQUEST_MAX_BYTES + 1))
         assert closed_at_once(client)
         client.close()
     finally:
