@@ -38,11 +38,12 @@ test: setup
 test-all: setup
 	$(PY) -m pytest -q
 
-## faults: the fault-injection suite on ten times the data and the adversarial suite for ten
-## times as long, with a fresh seed (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
+## faults: the fault-injection suite on ten times the data, the adversarial suite for ten
+## times as long and the wire frame fuzz with ten times the random frames, with a fresh seed
+## (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
 faults: setup
 	TXNLOG_FAULT_SCALE=10 $(PY) -m pytest -q -s integration/test_fault_injection.py \
-		tests/txn_log/processes/test_adversarial.py
+		tests/txn_log/processes/test_adversarial.py tests/txn_wire/test_frame_fuzz.py
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -50,6 +51,7 @@ lint: setup
 
 bench: setup
 	$(PY) bench/bench_codec.py
+	$(PY) bench/bench_frame_bounds.py
 	$(PY) bench/bench_partition_log.py
 	$(PY) bench/bench_transactions.py
 	$(PY) bench/bench_source.py

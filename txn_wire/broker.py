@@ -35,6 +35,7 @@ INVALID_PRODUCER_EPOCH = 47
 PRODUCER_FENCED = 90
 BROKER_ID = 0
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+DEFAULT_SASL_MAX_RECEIVE_SIZE = 512 * 1024  # Kafka's sasl.server.max.receive.size
 
 # KIP-588: PRODUCER_FENCED (90) only for these request versions and above; older clients
 # get INVALID_PRODUCER_EPOCH (47), as Kafka answers them.
@@ -50,11 +51,15 @@ class ServeConfig:
     ``max_request_bytes``: frames larger than this are refused unread
     (socket.request.max.bytes). ``fetch_poll_interval_ms``: how often a long-polling fetch
     looks at the partitions' ends again (other processes append without telling us).
+    ``sasl_max_receive_size``: the same as ``max_request_bytes`` before a connection has
+    authenticated (sasl.server.max.receive.size; with SASL users only: without them every
+    connection is authenticated from the start).
     """
 
     auto_create_topics: bool = False
     default_partitions: int = 1
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    sasl_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE
     fetch_poll_interval_ms: int = 10
 
 

@@ -35,6 +35,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from txn_wire import frame_bounds
+
 REQUEST_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 LENGTH = struct.Struct(">i")  # every frame's length prefix, excluding itself
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -68,10 +70,24 @@ def peek_prefix(frame: bytes) -> tuple[int, int, int]:
 
 def decode_request(frame: bytes) -> Request:
     """Parse one request frame (without its length prefix); MalformedRequestError if kio
-    cannot read it (truncated, garbage, an API or version kio does not know)."""
+    cannot read it (truncated, garbage, an API or version kio does not know), or if a length,
+    count or size in it does not fit in the frame: that is checked first (``frame_bounds``),
+    because kio's native readers allocate by a count before reading, and an allocation that
+    fails aborts the process."""
     api_key, api_version, correlation_id = peek_prefix(frame)
     try:
         schema = load_request_schema(api_key, api_version)
+    except Exception as error:  # kio's UnknownEntity and friends: no such API or version
+        raise MalformedRequestError(
+            f"api key {api_key} version {api_version}: {type(error).__name__}: {error}"
+        ) from error
+    try:
+        frame_bounds.check_request(schema, frame)
+    except (frame_bounds.FrameBoundsError, frame_bounds.SchemaWalkError) as error:
+        raise MalformedRequestError(
+            f"api key {api_key} version {api_version} refused before decoding: {error}"
+        ) from error
+    try:
         header, size = entity_reader(schema.__header_schema__)(frame, 0)
         body, _ = entity_reader(schema)(frame, size)
     except Exception as error:  # kio raises several families; all mean "unreadable"

@@ -10,6 +10,10 @@ Kafka's ``SaslServerAuthenticator`` does. The exchange, as Kafka runs it:
   SaslAuthenticate requests carry the tokens (PLAIN: one; SCRAM: two).
 - SaslHandshake v0 (older clients): after its answer the client sends bare length-prefixed
   tokens, not requests, and gets bare tokens back; a failure closes the connection.
+- Frames are capped lower until the exchange succeeds (``max_receive_bytes``): Kafka's
+  sasl.server.max.receive.size (512 KiB) for requests and bare tokens alike, so that nobody
+  can make the server wait for (and hold) a 100 MiB frame without credentials; after it,
+  socket.request.max.bytes.
 - A failed exchange answers SASL_AUTHENTICATION_FAILED (58) with a message that does not say
   whether the user exists, then closes the connection. A handshake after success, or tokens
   out of order, is ILLEGAL_SASL_STATE (34), then close.
@@ -24,6 +28,7 @@ import logging
 
 from txn_wire.acl import ANONYMOUS
 from txn_wire.api_versions import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from txn_wire.broker import ServeConfig
 from txn_wire.codec import LENGTH, MalformedRequestError, Plain, Request
 from txn_wire.sasl import MECHANISMS, SaslAuthenticationError, SaslSession, Users
 
@@ -52,6 +57,14 @@ class ConnectionAuth:
         if self._sasl is None:
             return ANONYMOUS
         return f"User:{self._sasl.principal}" if self._sasl.principal is not None else None
+
+    def max_receive_bytes(self, config: ServeConfig) -> tuple[int, str]:
+        """The largest frame this connection may send next, and Kafka's name for that limit:
+        sasl.server.max.receive.size until it has authenticated (bare tokens after
+        SaslHandshake v0 included), socket.request.max.bytes after (R-12)."""
+        if self.principal is None:
+            return config.sasl_max_receive_size, "sasl.server.max.receive.size"
+        return config.max_request_bytes, "socket.request.max.bytes"
 
     def check_allowed(self, api_key: int) -> None:
         """MalformedRequestError (the connection is closed) for a request other than

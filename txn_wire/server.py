@@ -1,10 +1,14 @@
 """The asyncio server of ``txnlog serve``: framing, dispatch, long-poll, shutdown.
 
 - Frames: a 4-byte big-endian length, then the request. A length below a request header or
-  above ``max_request_bytes`` (socket.request.max.bytes) closes that connection before the
-  body is read; so does a frame kio cannot decode, an unknown API key or an unsupported
-  version (except ApiVersions, answered as Kafka answers it: ``api_versions``). Bad input
-  closes one connection, never the server, and never reaches the log.
+  above the connection's cap closes that connection before the body is read: the cap is
+  ``sasl_max_receive_size`` (sasl.server.max.receive.size, 512 KiB) until a SASL connection
+  has authenticated, ``max_request_bytes`` (socket.request.max.bytes, 100 MiB) after, and
+  on a server without SASL. So does a frame whose lengths do not fit in it
+  (``frame_bounds``, checked before kio reads it), a frame kio cannot decode, an unknown API
+  key or an unsupported version (except ApiVersions, answered as Kafka answers it:
+  ``api_versions``). Bad input closes one connection, never the server, and never reaches
+  the log.
 - One request at a time per connection, answered in order (Kafka's ordering guarantee);
   connections run concurrently. Engine calls run on worker threads (``asyncio.to_thread``),
   so a slow fsync or a held partition lock never stalls the event loop.
@@ -243,7 +247,7 @@ class WireServer:
         auth = ConnectionAuth(self.users, peer)
         try:
             while not self.stopping.is_set():
-                frame = await self._read_frame(reader, peer, bare_token=auth.raw_tokens)
+                frame = await self._read_frame(reader, auth)
                 if frame is None or self.stopping.is_set():
                     break  # a request read after the stop began is failed: never started
                 self._begin()  # no await since the read: ``stop`` waits for this request
@@ -274,19 +278,19 @@ class WireServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _read_frame(
-        self, reader: asyncio.StreamReader, peer: object, *, bare_token: bool = False
-    ) -> bytes | None:
+    async def _read_frame(self, reader: asyncio.StreamReader, auth: ConnectionAuth) -> bytes | None:
+        """The next frame's bytes (None at a clean end of stream); a length outside the
+        connection's bounds raises MalformedRequestError before any of the body is read."""
         try:
             prefix = await reader.readexactly(LENGTH.size)
         except asyncio.IncompleteReadError:
             return None
         (length,) = LENGTH.unpack(prefix)
-        limit = self.broker.config.max_request_bytes
-        if length < (0 if bare_token else REQUEST_PREFIX.size) or length > limit:
+        limit, setting = auth.max_receive_bytes(self.broker.config)
+        smallest = 0 if auth.raw_tokens else REQUEST_PREFIX.size  # a bare SASL token may be empty
+        if length < smallest or length > limit:
             raise MalformedRequestError(
-                f"frame of {length} bytes refused (at least {REQUEST_PREFIX.size}, at most "
-                f"socket.request.max.bytes {limit})"
+                f"frame of {length} bytes refused (at least {smallest}, at most {setting} {limit})"
             )
         return await reader.readexactly(length)
 

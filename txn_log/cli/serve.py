@@ -5,7 +5,10 @@ directly. It prints the address it listens on (``--port 0`` picks a free port), 
 127.0.0.1 unless told otherwise, and says at start whether it is open or needs SASL
 (``--users-file``: PLAIN, SCRAM-SHA-256/512, ``txn_wire.sasl``) and ACLs (``--acl-file``,
 ``txn_wire.acl``). A users or ACL file that cannot be read stops it before it listens, with
-the file, line and field at fault (exit 2).
+the file, line and field at fault (exit 2). Frames are capped as Kafka caps them:
+``--socket-request-max-bytes`` (socket.request.max.bytes, 100 MiB), and with a users file
+``--sasl-max-receive-size`` (sasl.server.max.receive.size, 512 KiB) until a connection has
+authenticated.
 SIGTERM or SIGINT stops it cleanly: no new connections, requests in flight answered, the log
 closed. ``txn_wire`` (and its ``kio`` dependency) is imported only here, inside the command,
 so the rest of the CLI and the engine never load it (DESIGN §1).
@@ -46,6 +49,20 @@ def add_parser(subparsers: Any) -> None:
         help="partitions of an auto-created topic (default 1)",
     )
     serve.add_argument(
+        "--socket-request-max-bytes",
+        type=_positive,
+        default=None,
+        help="refuse, unread, a request larger than this (socket.request.max.bytes; "
+        "default 104857600)",
+    )
+    serve.add_argument(
+        "--sasl-max-receive-size",
+        type=_positive,
+        default=None,
+        help="with --users-file: refuse, unread, a frame larger than this from a connection "
+        "that has not authenticated yet (sasl.server.max.receive.size; default 524288)",
+    )
+    serve.add_argument(
         "--metrics-port",
         type=int,
         default=None,
@@ -62,6 +79,13 @@ def add_parser(subparsers: Any) -> None:
         "every request is checked; what no rule allows is refused",
     )
     serve.set_defaults(run=run_serve)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of bytes, got {text}")
+    return value
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -81,8 +105,18 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"txnlog serve: {error}", file=sys.stderr, flush=True)
         return EXIT_USAGE
 
+    limits = {
+        name: value
+        for name, value in (
+            ("max_request_bytes", args.socket_request_max_bytes),
+            ("sasl_max_receive_size", args.sasl_max_receive_size),
+        )
+        if value is not None
+    }
     config = ServeConfig(
-        auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions
+        auto_create_topics=args.auto_create_topics,
+        default_partitions=args.default_partitions,
+        **limits,
     )
 
     def on_listening(host: str, port: int) -> None:
