@@ -296,6 +296,7 @@ ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "txn_log.coordinator",
+                "txn_log.group_membership",
                 "txn_log.group_metadata",
                 "txn_log.group_offsets",
                 "txn_log.read_committed",

@@ -6,6 +6,14 @@ control records; read_uncommitted reads to the log end and returns aborted data 
 no control records (F-32). Delivery is always in offset order (G-05); offsets have gaps where
 markers sit.
 
+``ReadPlan`` is the one answer to "where may a read of this partition end now, and which
+aborted transactions does it carry" (B-05, B-07, B-12), for every reader of the log: this
+consumer, ``txnlog serve``'s Fetch and ListOffsets, and the Spark source's planning. It lets
+the coordinator abort timed-out transactions first (C-25), reads the LSO and the high
+watermark in that order (so LSO ≤ high watermark), and collects aborted transactions from the
+partition it planned on, refusing them (UnknownTopicIdError) when the topic was deleted or
+re-created meanwhile, since the index may have gone with it.
+
 A read is stateless: every call re-plans from the files, so seeking (B-14) is simply calling
 ``read`` with another start offset. Readers take no lock (DESIGN §3).
 """
@@ -14,18 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.errors import ConfigError, UnknownTopicIdError
 from txn_log.log_manager import LogManager
 from txn_log.read_committed import AbortedTxnFilter, IsolationLevel
 from txn_log.record.batch_header import BatchHeader, TimestampType
+from txn_log.storage.partition_reader import PartitionReader
+from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_partition import TopicPartition
-
-if TYPE_CHECKING:
-    from txn_log.storage.partition_reader import PartitionReader
-    from txn_log.storage.txn_index import AbortedTxn
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
 
@@ -43,6 +49,40 @@ class ConsumerRecord:
     headers: Headers
     timestamp_ms: int
     timestamp_type: TimestampType
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Where a read of one partition may go, planned once (module docstring). Offsets:
+    ``start`` inclusive, ``end`` exclusive (≤ ``last_stable_offset`` under read_committed, ≤
+    ``high_watermark`` otherwise); ``last_stable_offset`` ≤ ``high_watermark``."""
+
+    reader: PartitionReader
+    isolation_level: IsolationLevel
+    start: int
+    end: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+    def aborted_txns(self, start: int | None = None, end: int | None = None) -> list[AbortedTxn]:
+        """The aborted transactions intersecting ``[start, end)`` (the plan's range by
+        default), which a read_committed reader must filter (B-12 step 4); none under
+        read_uncommitted. UnknownTopicIdError when the partition planned on was deleted (or
+        re-created) since: its index may be gone, so nothing may be delivered from it."""
+        if self.isolation_level is not IsolationLevel.READ_COMMITTED:
+            return []
+        first = self.start if start is None else start
+        last = self.end if end is None else end
+        if first >= last:
+            return []
+        aborted = self.reader.collect_aborted_txns(first, last)
+        if not self.reader.is_current():
+            raise UnknownTopicIdError(
+                f"{self.reader.topic_partition}: the topic was deleted while offsets "
+                f"[{first}, {last}) were being read"
+            )
+        return aborted
 
 
 @dataclass
@@ -74,8 +114,15 @@ class Consumer:
     # --- offsets ---------------------------------------------------------------------------------
 
     def end_offset(self, topic_partition: TopicPartition) -> int:
-        """Exclusive end a read can reach: the LSO under read_committed (B-07), else the log
-        end.
+        """Exclusive end a read can reach now: the LSO under read_committed (B-07), else the
+        high watermark (``read_plan``)."""
+        return self._plan_end(self._log.partition_reader(topic_partition))[0]
+
+    def read_plan(
+        self, topic_partition: TopicPartition, start_offset: int, end_offset: int | None = None
+    ) -> ReadPlan:
+        """The plan of a read from ``start_offset`` (OffsetOutOfRangeError outside the log)
+        to ``end_offset`` capped at the end a read can reach (module docstring).
 
         Under read_committed, transactions past their timeout are aborted first (rate-limited,
         C-25, C-26: planning a read is one of the places expiry happens, DESIGN §4). Whether or
@@ -83,11 +130,30 @@ class Consumer:
         torn tail is open at the coordinator alone, and its ABORT marker must land before the
         end is read, not after a reader planned up to it.
         """
-        plog = self._log.partition_reader(topic_partition)
+        reader = self._log.partition_reader(topic_partition)
+        readable_end, last_stable, high_watermark = self._plan_end(reader)
+        log_start = reader.log_start_offset
+        reader.check_offset(start_offset)
+        end = readable_end if end_offset is None else min(end_offset, readable_end)
+        return ReadPlan(
+            reader,
+            self.isolation_level,
+            start_offset,
+            end,
+            log_start,
+            high_watermark,
+            last_stable,
+        )
+
+    def _plan_end(self, reader: PartitionReader) -> tuple[int, int, int]:
+        """(readable end, LSO, high watermark), read in that order: LSO ≤ high watermark."""
         if self.isolation_level is IsolationLevel.READ_COMMITTED:
             self._coordinator.maybe_abort_timed_out()
-            return plog.last_stable_offset
-        return plog.log_end_offset
+            last_stable = reader.last_stable_offset
+            high_watermark = reader.high_watermark
+            return last_stable, last_stable, high_watermark
+        high_watermark = reader.high_watermark
+        return high_watermark, reader.last_stable_offset, high_watermark
 
     def start_offset(self, topic_partition: TopicPartition) -> int:
         """First offset still in the log (inclusive)."""
@@ -123,7 +189,7 @@ class Consumer:
         out: list[ConsumerRecord] = []
         tp = topic_partition
         if max_records == 0:
-            self._plan(tp, start_offset, end_offset)  # the same errors as any other read
+            self.read_plan(tp, start_offset, end_offset)  # the same errors as any other read
             return out
         for header, records in self.iter_record_batches(tp, start_offset, end_offset):
             columns = records.to_pydict()
@@ -155,30 +221,11 @@ class Consumer:
     ) -> Iterator[tuple[BatchHeader, Any]]:
         """(header, Arrow records of the codec's RECORD_SCHEMA) for each deliverable batch,
         sliced to the range. Memory: one decoded log batch at a time."""
-        plog, start, end = self._plan(topic_partition, start_offset, end_offset)
-        if start >= end:
+        plan = self.read_plan(topic_partition, start_offset, end_offset)
+        if plan.start >= plan.end:
             return
-        aborted: Iterable[AbortedTxn] = ()
-        if self.isolation_level is IsolationLevel.READ_COMMITTED:
-            aborted = plog.collect_aborted_txns(start, end)
-            if not plog.is_current():
-                # deleted (or re-created) while this read was planned: its aborted-transaction
-                # index may be gone with it, so nothing is delivered from a half-seen partition
-                raise UnknownTopicIdError(
-                    f"{topic_partition}: the topic was deleted while offsets [{start}, {end}) "
-                    "were being read"
-                )
-        yield from iter_deliverable_batches(plog, start, end, aborted, stats)
-
-    def _plan(
-        self, topic_partition: TopicPartition, start_offset: int, end_offset: int | None
-    ) -> tuple[PartitionReader, int, int]:
-        plog = self._log.partition_reader(topic_partition)
-        readable_end = self.end_offset(topic_partition)
-        plog.check_offset(start_offset)
-        end = readable_end if end_offset is None else min(end_offset, readable_end)
-        return plog, start_offset, end
-
+        aborted = plan.aborted_txns()
+        yield from iter_deliverable_batches(plan.reader, plan.start, plan.end, aborted, stats)
 
 def _check_max_records(max_records: object) -> None:
     if max_records is None:

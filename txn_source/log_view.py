@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from offsets.offset_range import OffsetRange
-from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
+from txn_log.errors import ConfigError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from txn_log.log import Log
 from txn_log.read_committed import IsolationLevel
 from txn_log.storage.txn_index import AbortedTxn
@@ -87,12 +87,19 @@ class LogView:
     # --- transactions ----------------------------------------------------------------------------
 
     def aborted_txns(self, offset_range: OffsetRange) -> tuple[AbortedTxn, ...]:
-        """Aborted transactions overlapping the range; none under read_uncommitted, which
-        delivers aborted records too."""
-        if self.isolation_level is IsolationLevel.READ_UNCOMMITTED:
+        """Aborted transactions overlapping the range, from the engine's read plan (the one
+        every reader uses, ``Consumer.read_plan``); none under read_uncommitted, which
+        delivers aborted records too.
+
+        When the topic is deleted or re-created while they are collected, none: the range's
+        ``topic_id`` (asked first, ``planning``) is then not the topic's any more, and the
+        executor reports the partition gone instead of reading it (``partition``)."""
+        tp = offset_range.topic_partition
+        try:
+            plan = self._consumer.read_plan(tp, offset_range.start, offset_range.end)
+            return tuple(plan.aborted_txns(offset_range.start, offset_range.end))
+        except UnknownTopicIdError:
             return ()
-        plog = self._log.partition_log(offset_range.topic_partition)
-        return tuple(plog.collect_aborted_txns(offset_range.start, offset_range.end))
 
     def close(self) -> None:
         self._log.close()

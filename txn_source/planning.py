@@ -94,9 +94,10 @@ def _input_partition(
         return KafkaInputPartition(
             **planned, cluster=options.kafka, poll_timeout_ms=options.poll_timeout_ms
         )
+    topic_id = view.topic_id(tp)  # first: a topic re-created meanwhile is then seen as gone
     return TxnLogInputPartition(
         **planned,
         path=options.path,
         aborted_txns=view.aborted_txns(offset_range),
-        topic_id=view.topic_id(tp),
+        topic_id=topic_id,
     )

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from txn_log import Log, TopicPartition
+from txn_log.consumer import Consumer
 from txn_log.errors import (
     InvalidProducerEpochError,
     ProducerFencedError,
@@ -19,6 +20,7 @@ from txn_log.errors import (
     TxnLogError,
     UnknownTopicOrPartitionError,
 )
+from txn_log.read_committed import IsolationLevel
 from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.partition_reader import PartitionReader
 
@@ -36,6 +38,8 @@ PRODUCER_FENCED = 90
 BROKER_ID = 0
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 512 * 1024  # Kafka's sasl.server.max.receive.size
+DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms
+DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS = 1_800_000  # Kafka's group.max.session.timeout.ms
 
 # KIP-588: PRODUCER_FENCED (90) only for these request versions and above; older clients
 # get INVALID_PRODUCER_EPOCH (47), as Kafka answers them.
@@ -53,13 +57,19 @@ class ServeConfig:
     looks at the partitions' ends again (other processes append without telling us).
     ``sasl_max_receive_size``: the same as ``max_request_bytes`` before a connection has
     authenticated (sasl.server.max.receive.size; with SASL users only: without them every
-    connection is authenticated from the start).
+    connection is authenticated from the start). ``group_min_session_timeout_ms`` /
+    ``group_max_session_timeout_ms``: the session timeouts a JoinGroup may ask for
+    (group.min/max.session.timeout.ms; INVALID_SESSION_TIMEOUT outside them): a member that
+    could name a 1 ms timeout would make the group rebalance at every heartbeat, one that
+    names days would hold its partitions that long after it died.
     """
 
     auto_create_topics: bool = False
     default_partitions: int = 1
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     sasl_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE
+    group_min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
+    group_max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS
     fetch_poll_interval_ms: int = 10
 
 
@@ -69,6 +79,10 @@ class Broker:
     def __init__(self, log: Log, config: ServeConfig) -> None:
         self.log = log
         self.config = config
+        self._consumers = {
+            True: log.consumer(IsolationLevel.READ_COMMITTED),
+            False: log.consumer(IsolationLevel.READ_UNCOMMITTED),
+        }
 
     def ensure_topic(self, topic: str) -> bool:
         """Whether ``topic`` exists, creating it when auto-creation is on."""
@@ -96,6 +110,21 @@ class Broker:
 
     def partition_reader(self, tp: TopicPartition) -> PartitionReader:
         return self.log.partition_reader(tp)
+
+    def consumer(self, read_committed: bool) -> Consumer:
+        """The engine's reader at an isolation level: its ``read_plan`` decides where a read
+        ends and which aborted transactions it carries (Fetch, ListOffsets)."""
+        return self._consumers[read_committed]
+
+
+def topic_partition(topic: str, partition: int) -> TopicPartition:
+    """The partition a request names; UnknownTopicOrPartitionError for a negative index, as
+    Kafka answers one (``TopicPartition`` itself refuses it with a ConfigError)."""
+    if partition < 0:
+        raise UnknownTopicOrPartitionError(
+            f"partition {partition} of topic {topic!r} does not exist (partitions are >= 0)"
+        )
+    return TopicPartition(topic, partition)
 
 
 def error_code(error: BaseException, api_key: int = -1, api_version: int = 0) -> int:

@@ -1,18 +1,21 @@
 """Fetch (R-01, B-12): whole batches from the log, the LSO and the aborted transactions.
 
-For each partition asked, at ``fetch_offset``:
+For each partition asked, at ``fetch_offset``, the engine plans the read
+(``Consumer.read_plan``, the one plan every reader of the log uses): OFFSET_OUT_OF_RANGE (1)
+below the log start or past the high watermark; the end a read may reach (the high watermark
+under read_uncommitted, the last stable offset under read_committed: B-05, never at or past
+the LSO; LSO ≤ high watermark ≤ log end); the aborted transactions the answer carries (B-12
+step 4), from the partition it planned on. Nothing of it is decided here. This module only
+fits the plan to Kafka's answer:
 
-- OFFSET_OUT_OF_RANGE (1) below the log start or past the high watermark.
 - Batches overlapping ``[fetch_offset, end)`` are returned whole and untouched (a fetch from
-  the middle of a batch returns that batch; the client skips the records before its offset),
-  where ``end`` is the high watermark under read_uncommitted and the last stable offset under
-  read_committed (B-05: never at or past the LSO). LSO ≤ high watermark ≤ log end.
+  the middle of a batch returns that batch; the client skips the records before its offset).
 - Sizes follow KIP-74: batches are added while the partition stays within
   ``partition_max_bytes`` and the response within ``max_bytes``, except that the first batch
   of the first partition with data is returned even when larger, so a client always
   progresses.
-- read_committed answers list the aborted transactions intersecting the returned range
-  (B-12 step 4), for the consumer's filter (B-13); read_uncommitted answers list none (null).
+- read_committed answers list the aborted transactions intersecting the returned range, for
+  the consumer's filter (B-13); read_uncommitted answers list none (null).
 
 ``read_fetch`` is one pass over the partitions (blocking I/O, run on a worker thread); the
 server repeats it until ``min_bytes`` are there or ``max_wait`` passed (long poll, ``server``).
@@ -24,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from txn_log import TopicPartition
-from txn_log.errors import OffsetOutOfRangeError, TxnLogError
-from txn_wire.broker import Broker, error_code
+from txn_log.errors import TxnLogError
+from txn_wire.broker import Broker, error_code, topic_partition
 from txn_wire.codec import Plain, Request
-from txn_wire.list_offsets import READ_COMMITTED, stable_end
+from txn_wire.list_offsets import READ_COMMITTED
 
 
 @dataclass(frozen=True)
@@ -49,14 +52,14 @@ def read_fetch(broker: Broker, request: Request) -> FetchResult:
     for topic in body["topics"]:
         partitions = []
         for asked in topic["partitions"]:
-            tp = TopicPartition(topic["topic"], asked["partition"])
             try:
+                tp = topic_partition(topic["topic"], asked["partition"])
                 partitions.append(_read_partition(broker, tp, asked, committed, budget))
             except TxnLogError as error:
                 has_error = True
                 partitions.append(
                     {
-                        "partition_index": tp.partition,
+                        "partition_index": asked["partition"],
                         "error_code": error_code(error),
                         "high_watermark": -1,
                         "records": b"",
@@ -89,21 +92,13 @@ def _read_partition(
     committed: bool,
     budget: _Budget,
 ) -> dict[str, Any]:
-    reader = broker.partition_reader(tp)
-    high_watermark = reader.high_watermark
-    start = reader.log_start_offset
-    last_stable = stable_end(broker, reader)
     fetch_offset = asked["fetch_offset"]
-    if not start <= fetch_offset <= high_watermark:
-        raise OffsetOutOfRangeError(
-            f"{tp}: fetch offset {fetch_offset} is outside the log [{start}, {high_watermark}]"
-        )
-    end = last_stable if committed else high_watermark
+    plan = broker.consumer(committed).read_plan(tp, fetch_offset)
     chunks: list[bytes] = []
     size = 0
     last_offset = -1
-    if fetch_offset < end:
-        for header, batch in reader.read(fetch_offset, end):
+    if fetch_offset < plan.end:
+        for header, batch in plan.reader.read(fetch_offset, plan.end):
             if not budget.admits(len(batch), size, asked["partition_max_bytes"]):
                 break
             chunks.append(bytes(batch))
@@ -112,18 +107,16 @@ def _read_partition(
             last_offset = header.last_offset
     aborted: list[dict[str, int]] | None = None
     if committed:
-        aborted = []
-        if chunks:
-            aborted = [
-                {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
-                for txn in reader.collect_aborted_txns(fetch_offset, last_offset + 1)
-            ]
+        aborted = [
+            {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+            for txn in plan.aborted_txns(fetch_offset, last_offset + 1)
+        ]
     return {
         "partition_index": tp.partition,
         "error_code": 0,
-        "high_watermark": high_watermark,
-        "last_stable_offset": last_stable,
-        "log_start_offset": start,
+        "high_watermark": plan.high_watermark,
+        "last_stable_offset": plan.last_stable_offset,
+        "log_start_offset": plan.log_start_offset,
         "aborted_transactions": aborted,
         "records": b"".join(chunks),
     }
@@ -135,8 +128,8 @@ def end_offsets(broker: Broker, request: Request) -> tuple[int, ...]:
     for topic in request.body["topics"]:
         for asked in topic["partitions"]:
             try:
-                reader = broker.partition_reader(TopicPartition(topic["topic"], asked["partition"]))
-                ends.append(reader.log_end_offset)
+                tp = topic_partition(topic["topic"], asked["partition"])
+                ends.append(broker.partition_reader(tp).log_end_offset)
             except TxnLogError:
                 ends.append(-1)
     return tuple(ends)

@@ -9,7 +9,8 @@ leader's SyncGroup gave every member its assignment). A join round closes when e
 member has joined again, or when the rebalance timeout passes (members that did not rejoin
 are removed). A member that sends no heartbeat within its session timeout is removed and the
 group rebalances. Errors are Kafka's: UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION (22),
-REBALANCE_IN_PROGRESS (27), MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id).
+REBALANCE_IN_PROGRESS (27), MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id),
+INVALID_SESSION_TIMEOUT (26: a session timeout outside group.min/max.session.timeout.ms).
 
 Membership is not persisted (a restarted server starts with empty groups; members rejoin on
 UNKNOWN_MEMBER_ID, as after a coordinator move in Kafka). Runs on the server's event loop
@@ -23,6 +24,10 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
+from txn_wire.broker import (
+    DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+)
 from txn_wire.codec import Plain, Request
 
 NONE = 0
@@ -30,6 +35,7 @@ COORDINATOR_NOT_AVAILABLE = 15
 ILLEGAL_GENERATION = 22
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
+INVALID_SESSION_TIMEOUT = 26
 INCONSISTENT_GROUP_PROTOCOL = 23
 MEMBER_ID_REQUIRED = 79
 GROUP_ID_NOT_FOUND = 69
@@ -71,8 +77,14 @@ class Group:
 class GroupCoordinator:
     """Every group of one server. Use from the server's event loop only."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+    ) -> None:
         self.groups: dict[str, Group] = {}
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
         self._reaper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -98,8 +110,11 @@ class GroupCoordinator:
 
     async def join_group(self, request: Request) -> Plain:
         body = request.body
-        group = self.groups.setdefault(body["group_id"], Group(body["group_id"]))
         member_id = body["member_id"]
+        session_timeout = body["session_timeout"]
+        if not self.min_session_timeout_ms <= session_timeout <= self.max_session_timeout_ms:
+            return _join_error(INVALID_SESSION_TIMEOUT, member_id)  # before the group exists
+        group = self.groups.setdefault(body["group_id"], Group(body["group_id"]))
         protocols = [(p["name"], p["metadata"]) for p in body["protocols"]]
         if group.members and body["protocol_type"] != group.protocol_type:
             return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)

@@ -1,9 +1,11 @@
 """ListOffsets (R-03, B-07): earliest (-2), latest (-1) and by timestamp (KIP-32, T-17).
 
-Latest is the high watermark under read_uncommitted and the last stable offset under
-read_committed (B-07: a read_committed consumer's end is the LSO). By timestamp: the first
-offset whose record timestamp is at least the one asked, through the time index, with that
-record's timestamp; none (-1, -1) past the end, or at or past the LSO under read_committed.
+Latest is the end the engine's read plan gives (``Consumer.end_offset``): the high watermark
+under read_uncommitted, the last stable offset under read_committed (B-07: a read_committed
+consumer's end is the LSO, after the coordinator aborted timed-out transactions). By
+timestamp: the first offset whose record timestamp is at least the one asked, through the
+time index, with that record's timestamp; none (-1, -1) at or past that end, as Kafka answers
+(``fetchOffsetForTimestamp`` keeps only offsets below the last fetchable one).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from txn_log import TopicPartition
 from txn_log.errors import TxnLogError
 from txn_log.storage import replay
 from txn_log.storage.partition_reader import PartitionReader
-from txn_wire.broker import Broker, error_code
+from txn_wire.broker import Broker, error_code, topic_partition
 from txn_wire.codec import Plain, Request
 
 EARLIEST = -2
@@ -27,8 +29,8 @@ def handle_list_offsets(broker: Broker, request: Request) -> Plain:
     for topic in body["topics"]:
         partitions = []
         for asked in topic["partitions"]:
-            tp = TopicPartition(topic["name"], asked["partition_index"])
             try:
+                tp = topic_partition(topic["name"], asked["partition_index"])
                 offset, timestamp = _lookup(broker, tp, asked["timestamp"], committed)
                 partitions.append(
                     {
@@ -40,7 +42,7 @@ def handle_list_offsets(broker: Broker, request: Request) -> Plain:
                 )
             except TxnLogError as error:
                 partitions.append(
-                    {"partition_index": tp.partition, "error_code": error_code(error)}
+                    {"partition_index": asked["partition_index"], "error_code": error_code(error)}
                 )
         topics.append({"name": topic["name"], "partitions": partitions})
     return {"topics": topics}
@@ -50,23 +52,13 @@ def _lookup(broker: Broker, tp: TopicPartition, timestamp: int, committed: bool)
     reader = broker.partition_reader(tp)
     if timestamp == EARLIEST:
         return reader.log_start_offset, -1
-    end = stable_end(broker, reader) if committed else reader.high_watermark
+    end = broker.consumer(committed).end_offset(tp)
     if timestamp == LATEST:
         return end, -1
     found = reader.offset_for_timestamp(timestamp)
     if found is None or found >= end:
         return -1, -1
     return found, _record_timestamp(reader, found)
-
-
-def stable_end(broker: Broker, reader: PartitionReader) -> int:
-    """The LSO, after letting the coordinator abort a timed-out transaction that pins it
-    (C-25: readers trigger the timeout rule; it never waits)."""
-    lso = reader.last_stable_offset
-    if lso < reader.high_watermark:
-        broker.log.coordinator.maybe_abort_timed_out()
-        lso = reader.last_stable_offset
-    return lso
 
 
 def _record_timestamp(reader: PartitionReader, offset: int) -> int:

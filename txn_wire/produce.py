@@ -28,13 +28,12 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from txn_log import TopicPartition
 from txn_log.coordinator.transactional_append import append_client_batch
 from txn_log.errors import CorruptRecordError, TransactionalIdAuthorizationError, TxnLogError
 from txn_log.record.batch_header import HEADER_SIZE, parse_header
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.partition_log import PartitionLog
-from txn_wire.broker import Broker, error_code
+from txn_wire.broker import Broker, error_code, topic_partition
 from txn_wire.codec import Plain, Request
 
 PRODUCE = 0
@@ -71,11 +70,10 @@ def handle_produce(broker: Broker, request: Request) -> Plain | None:
     for topic in body["topic_data"]:
         partitions = []
         for data in topic["partition_data"]:
-            tp = TopicPartition(topic["name"], data["index"])
             partitions.append(
-                _refused(tp, refusal, request)
+                _refused(data["index"], refusal, request)
                 if refusal is not None
-                else _produce_partition(broker, request, tp, data["records"], written)
+                else _produce_partition(broker, request, topic["name"], data, written)
             )
         responses.append({"name": topic["name"], "partition_responses": partitions})
     if body["acks"] == -1 and written:
@@ -103,9 +101,9 @@ def _without_transactional_id(body: Plain) -> TxnLogError | None:
     return None
 
 
-def _refused(tp: TopicPartition, error: TxnLogError, request: Request) -> dict[str, Any]:
+def _refused(index: int, error: TxnLogError, request: Request) -> dict[str, Any]:
     return {
-        "index": tp.partition,
+        "index": index,
         "error_code": error_code(error, PRODUCE, request.api_version),
         "base_offset": -1,
         "error_message": str(error),
@@ -115,12 +113,14 @@ def _refused(tp: TopicPartition, error: TxnLogError, request: Request) -> dict[s
 def _produce_partition(
     broker: Broker,
     request: Request,
-    tp: TopicPartition,
-    records: bytes | None,
+    topic: str,
+    data: dict[str, Any],
     written: list[PartitionLog],
 ) -> dict[str, Any]:
     transactional_id = request.body.get("transactional_id")
+    records: bytes | None = data["records"]
     try:
+        tp = topic_partition(topic, data["index"])
         plog = broker.partition_log(tp)
         results = [
             append_client_batch(
@@ -138,4 +138,4 @@ def _produce_partition(
             "log_start_offset": plog.log_start_offset,
         }
     except TxnLogError as error:
-        return _refused(tp, error, request)
+        return _refused(data["index"], error, request)

@@ -209,7 +209,10 @@ class WireServer:
         self.broker = Broker(log, config or ServeConfig())
         self.users = users
         self.authorizer = authorizer
-        self.groups = GroupCoordinator()
+        settings = self.broker.config
+        self.groups = GroupCoordinator(
+            settings.group_min_session_timeout_ms, settings.group_max_session_timeout_ms
+        )
         self.stopping = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()

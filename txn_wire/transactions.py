@@ -37,6 +37,7 @@ from txn_wire.broker import (
     UNKNOWN_TOPIC_OR_PARTITION,
     Broker,
     error_code,
+    topic_partition,
 )
 from txn_wire.codec import Plain, Request
 
@@ -70,13 +71,13 @@ def handle_init_producer_id(broker: Broker, request: Request) -> Plain:
 def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Plain:
     body = request.body
     topics = body["v3_and_below_topics"]
-    wanted = [TopicPartition(t["name"], p) for t in topics for p in t["partitions"]]
-    unknown = {tp for tp in wanted if not _exists(broker, tp)}
-    codes: dict[TopicPartition, int] = {}
+    wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
+    unknown = {key for key in wanted if not _exists(broker, *key)}
+    codes: dict[tuple[str, int], int] = {}
     if unknown:
         codes = {
-            tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED
-            for tp in wanted
+            key: UNKNOWN_TOPIC_OR_PARTITION if key in unknown else OPERATION_NOT_ATTEMPTED
+            for key in wanted
         }
     else:
         try:
@@ -84,7 +85,7 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Plain:
                 body["v3_and_below_transactional_id"],
                 body["v3_and_below_producer_id"],
                 body["v3_and_below_producer_epoch"],
-                wanted,
+                [TopicPartition(*key) for key in wanted],
             )
         except TxnLogError as error:
             codes = dict.fromkeys(wanted, _code(error, request))
@@ -95,7 +96,7 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Plain:
                 "results_by_partition": [
                     {
                         "partition_index": p,
-                        "partition_error_code": codes.get(TopicPartition(t["name"], p), 0),
+                        "partition_error_code": codes.get((t["name"], p), 0),
                     }
                     for p in t["partitions"]
                 ],
@@ -105,9 +106,9 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Plain:
     }
 
 
-def _exists(broker: Broker, tp: TopicPartition) -> bool:
+def _exists(broker: Broker, topic: str, partition: int) -> bool:
     try:
-        broker.partition_reader(tp)
+        broker.partition_reader(topic_partition(topic, partition))
     except TxnLogError:
         return False
     return True

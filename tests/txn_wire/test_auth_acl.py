@@ -66,6 +66,8 @@ class Ctx:
         self.group = f"g-{name}"
         self.pid = -1
         self.epoch = -1
+        self.member_id = ""
+        self.generation = -1
 
     def init(self) -> Ctx:
         answer = self.admin.request(
@@ -81,6 +83,10 @@ class Ctx:
 
     def add_offsets(self) -> Ctx:
         assert add_offsets(self.admin, self) == 0
+        return self
+
+    def member(self) -> Ctx:
+        self.member_id, self.generation = join_and_sync(self.admin, self)
         return self
 
 
@@ -123,6 +129,63 @@ def produce(client: RawClient, ctx: Ctx, *, transactional: bool) -> int:
         "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": records}]}],
     }
     code: int = client.request(0, 9, body)["responses"][0]["partition_responses"][0]["error_code"]
+    return code
+
+
+def produce_transactional_without_id(client: RawClient, ctx: Ctx) -> int:
+    """A transactional batch under the case's producer id (in its open transaction), sent
+    without a transactional id: Write on the transactional id cannot be checked, so Kafka
+    refuses the request whole (B-19, KIP-890)."""
+    records = encode_records(
+        [(None, b"v", NOW, ())],
+        now_ms=NOW,
+        transactional=True,
+        producer_id=ctx.pid,
+        producer_epoch=ctx.epoch,
+        base_sequence=0,
+    )
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 30_000,
+        "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": records}]}],
+    }
+    code: int = client.request(0, 9, body)["responses"][0]["partition_responses"][0]["error_code"]
+    return code
+
+
+def join_and_sync(client: RawClient, ctx: Ctx) -> tuple[str, int]:
+    """Make the case's group hold one member (alice's), at a generation > 1: returns its id
+    and the group's current generation."""
+    body = {
+        "group_id": ctx.group,
+        "session_timeout": 10_000,
+        "rebalance_timeout": 10_000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
+    member_id = client.request(11, 5, body)["member_id"]
+    for _ in range(2):  # join twice: generation 2, so that generation 1 is a stale one
+        joined = client.request(11, 5, {**body, "member_id": member_id})
+        assert joined["error_code"] == 0, joined
+        sync = {"group_id": ctx.group, "member_id": member_id, "assignments": []}
+        client.request(14, 3, {**sync, "generation_id": joined["generation_id"]})
+    return member_id, joined["generation_id"]
+
+
+def txn_offset_commit_stale_generation(client: RawClient, ctx: Ctx) -> int:
+    """A zombie's TxnOffsetCommit: the group's member, one generation behind (KIP-447)."""
+    body = {
+        "transactional_id": ctx.txn,
+        "group_id": ctx.group,
+        "producer_id": ctx.pid,
+        "producer_epoch": ctx.epoch,
+        "generation_id": ctx.generation - 1,
+        "member_id": ctx.member_id,
+        "topics": offsets_topics(),
+    }
+    code: int = client.request(28, 3, body)["topics"][0]["partitions"][0]["error_code"]
     return code
 
 
@@ -230,7 +293,7 @@ class Case:
 
 
 TOPIC, GROUP, TXN, CLUSTER = 29, 30, 53, 31
-UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 25, 79
+UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, ILLEGAL_GENERATION = 25, 79, 22
 CASES = [
     Case(
         "Produce",
@@ -246,6 +309,13 @@ CASES = [
         {"no_txn": TXN, "no_topic_write": TOPIC},
         setup=lambda x: x.init().add_partition(),
         writes=True,
+    ),
+    Case(
+        "Produce-transactional-without-transactional-id",
+        produce_transactional_without_id,
+        TXN,
+        {"no_txn": TXN, "no_topic_write": TOPIC},
+        setup=lambda x: x.init().add_partition(),
     ),
     Case("Fetch", fetch, 0, {"no_topic_read": TOPIC}),
     Case("ListOffsets", list_offsets, 0, {"no_topic": TOPIC}),
@@ -318,6 +388,13 @@ CASES = [
         setup=lambda x: x.init().add_offsets(),
         writes=True,
     ),
+    Case(
+        "TxnOffsetCommit-stale-generation",
+        txn_offset_commit_stale_generation,
+        ILLEGAL_GENERATION,
+        {"no_txn": TXN, "no_group": GROUP, "no_topic_read": TOPIC},
+        setup=lambda x: x.init().add_offsets().member(),
+    ),
 ]
 
 
@@ -339,7 +416,7 @@ def test_each_rpc_needs_its_acl_and_a_refusal_writes_nothing_R12_C31_B19(
     admin.close()
     expected = case.allowed if user == "alice" else case.others[user]
     assert code == expected, f"{case.rpc} by {user}: error code {code}, expected {expected}"
-    if user != "alice" and expected != 0:
+    if expected != 0:
         assert after == before, f"a refused {case.rpc} changed the log"
     if user == "alice" and case.writes:
         assert after != before, f"an allowed {case.rpc} wrote nothing: was it really served?"

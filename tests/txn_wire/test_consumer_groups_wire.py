@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
-from tests.txn_wire.serve_process import ServeProcess
+from tests.txn_wire.serve_process import ServeProcess, start_serve
 from tests.txn_wire.wire_clients import WAIT_S, confluent_producer, produce_all
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
@@ -112,10 +115,22 @@ while True:
 """
 
 
-def test_a_killed_member_times_out_and_its_partitions_move(server: ServeProcess) -> None:
+@pytest.fixture
+def quick_sessions(log_dir: Path) -> Iterator[ServeProcess]:
+    """A server that lets members ask for 2 s sessions (Kafka's floor is 6 s)."""
+    served = start_serve(log_dir, "--group-min-session-timeout-ms", "1000")
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_a_killed_member_times_out_and_its_partitions_move(quick_sessions: ServeProcess) -> None:
     import signal
     import subprocess
     import sys
+
+    server = quick_sessions
 
     survivor_assigned: list[list[int]] = []
     survivor = member(server, survivor_assigned)
@@ -168,6 +183,11 @@ def test_group_errors_are_kafkas(server: ServeProcess) -> None:
     described = raw.request(15, 4, {"groups": ["g"]})["groups"][0]
     assert (described["group_state"], described["protocol_data"]) == ("Stable", "range")
     assert raw.request(16, 3, {})["groups"] == [{"group_id": "g", "protocol_type": "consumer"}]
+    # a session timeout outside group.min/max.session.timeout.ms (6 s .. 30 min)
+    for timeout in (1, 5_999, 1_800_001):
+        refused = raw.request(11, 5, {**join, "member_id": member_id, "session_timeout": timeout})
+        assert refused["error_code"] == 26  # INVALID_SESSION_TIMEOUT
+    assert raw.request(12, 3, heartbeat)["error_code"] == 0  # the refused joins changed nothing
     left = raw.request(13, 3, {"group_id": "g", "members": [{"member_id": member_id}]})
     assert left["members"][0]["error_code"] == 0
     assert raw.request(12, 3, heartbeat)["error_code"] == 25

@@ -63,6 +63,20 @@ def add_parser(subparsers: Any) -> None:
         "that has not authenticated yet (sasl.server.max.receive.size; default 524288)",
     )
     serve.add_argument(
+        "--group-min-session-timeout-ms",
+        type=_positive,
+        default=None,
+        help="the smallest session.timeout.ms a consumer group member may ask for "
+        "(group.min.session.timeout.ms; default 6000)",
+    )
+    serve.add_argument(
+        "--group-max-session-timeout-ms",
+        type=_positive,
+        default=None,
+        help="the largest session.timeout.ms a consumer group member may ask for "
+        "(group.max.session.timeout.ms; default 1800000)",
+    )
+    serve.add_argument(
         "--metrics-port",
         type=int,
         default=None,
@@ -84,7 +98,7 @@ def add_parser(subparsers: Any) -> None:
 def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of bytes, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a positive number (of bytes or ms), got {text}")
     return value
 
 
@@ -110,6 +124,8 @@ def run_serve(args: argparse.Namespace) -> int:
         for name, value in (
             ("max_request_bytes", args.socket_request_max_bytes),
             ("sasl_max_receive_size", args.sasl_max_receive_size),
+            ("group_min_session_timeout_ms", args.group_min_session_timeout_ms),
+            ("group_max_session_timeout_ms", args.group_max_session_timeout_ms),
         )
         if value is not None
     }

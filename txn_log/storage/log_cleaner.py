@@ -18,7 +18,9 @@ closed segments below the last stable offset, keeping the newest record per key:
 - a record goes when a newer one has its key, or when it is a tombstone (null value) older than
   ``delete.retention.ms``; records without a key are kept;
 - a COMMIT/ABORT marker is kept while any batch of its transaction is kept, and then until
-  ``delete.retention.ms`` after its own timestamp (the delete horizon: B-18, X-21);
+  ``delete.retention.ms`` after its own timestamp (the delete horizon: B-18, X-21); an ABORT
+  marker's aborted-transaction index entry goes with the marker (a reader handed the entry
+  without the marker would treat the producer's later batches as aborted, B-13);
 - a producer's last data batch (its last offset is the producer state's ``last_data_offset``)
   keeps its header even when all its records go (F-06, P-29, X-14), so a retry of it after
   cleaning is still answered as a duplicate, by a process that replays the cleaned log too;
@@ -72,6 +74,7 @@ from txn_log.storage.durable_file import write_durably
 from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.segment import LogSegment
 from txn_log.storage.throttler import Throttler
+from txn_log.storage.txn_index import ENTRY as TXN_ENTRY
 from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_config import TopicConfig
 
@@ -298,11 +301,25 @@ class _Group:
             out.append(range_keeper(removed_last))
         return out
 
-    def txn_index(self) -> bytes | None:
-        """The members' aborted-transaction indexes, concatenated unchanged (None: none)."""
+    def txn_index(self, batches: list[bytes]) -> bytes | None:
+        """The members' aborted-transaction index entries whose ABORT marker is among the
+        cleaned ``batches``, in order (None: the members had no index). An entry whose marker
+        the cleaner removed goes with it, as Kafka's cleaner rebuilds the index from the
+        markers it keeps (B-10, B-18): a reader handed such an entry would wait for that
+        producer's ABORT marker forever and drop its later committed batches (B-13)."""
         parts = [_read_if_exists(m.segment.txn_index.path) for m in self.members]
         found = [part for part in parts if part is not None]
-        return b"".join(found) if found else None
+        if not found:
+            return None
+        markers = {header.base_offset for header in map(parse_header, batches) if header.is_control}
+        entries = b"".join(found)
+        entries = entries[: len(entries) - len(entries) % TXN_ENTRY.size]  # a torn last entry
+        kept = [
+            entry
+            for entry in TXN_ENTRY.iter_unpack(entries)
+            if entry[3] in markers  # (version, producer id, first offset, last offset, LSO)
+        ]
+        return b"".join(TXN_ENTRY.pack(*entry) for entry in kept)
 
 
 def _read_if_exists(path: Path) -> bytes | None:
@@ -462,7 +479,7 @@ def _clean_locked(
         advance_horizon(directory, group.end, context.removed_end)
         base = group.members[0].segment.base_offset
         size = write_cleaned(directory, base, batches, [parse_header(b) for b in batches],
-                             group.txn_index(), config.index_interval_bytes)  # fmt: skip
+                             group.txn_index(batches), config.index_interval_bytes)  # fmt: skip
         context.charge(size)
         if _swap_in(partition, group, wait=wait):
             written.append(base)
