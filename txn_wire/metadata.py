@@ -4,13 +4,20 @@ coordinates every group and transactional id (R-04).
 Metadata lists the topics asked for (all of them, internal ones flagged ``is_internal``, when
 the request's topic list is null); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (3) unless
 auto-creation is configured and the request allows it. Leader epochs are -1 (unknown), where
-the version has the field. The address advertised is the one the client reached.
+the version has the field. The address advertised is the one the client reached. Each topic
+carries its topic id (v10+, KIP-516: the engine's, in Kafka's form), so that a client can tell
+a topic deleted and re-created under the same name from the one it knew (the Kafka-mode
+Spark source checks it before and after a read).
 """
 
 from __future__ import annotations
 
+import base64
+import uuid
 from typing import Any
 
+from txn_log import TopicPartition
+from txn_log.errors import TxnLogError
 from txn_wire.broker import BROKER_ID, UNKNOWN_TOPIC_OR_PARTITION, Broker
 from txn_wire.codec import Plain, Request
 
@@ -40,6 +47,7 @@ def handle_metadata(broker: Broker, request: Request, address: Address) -> Plain
             {
                 "error_code": 0,
                 "name": name,
+                "topic_id": _topic_id(broker, name),
                 "is_internal": name in internal,
                 "partitions": [_partition(tp.partition) for tp in log.partitions(name)],
             }
@@ -51,6 +59,18 @@ def handle_metadata(broker: Broker, request: Request, address: Address) -> Plain
         "controller_id": BROKER_ID,
         "topics": topics,
     }
+
+
+def _topic_id(broker: Broker, name: str) -> uuid.UUID:
+    """The topic's id as Kafka's clients read it (the nil UUID when the log has none for it,
+    or the topic vanished meanwhile: "unknown" to a client)."""
+    try:
+        topic_id = broker.partition_reader(TopicPartition(name, 0)).topic_id
+    except TxnLogError:
+        return uuid.UUID(int=0)
+    if topic_id is None:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
 
 
 def _partition(index: int) -> dict[str, Any]:

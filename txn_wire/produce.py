@@ -30,7 +30,7 @@ from typing import Any
 
 from txn_log.coordinator.transactional_append import append_client_batch
 from txn_log.errors import CorruptRecordError, TransactionalIdAuthorizationError, TxnLogError
-from txn_log.record.batch_header import HEADER_SIZE, parse_header
+from txn_log.record.batch_header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchAttributes
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.partition_log import PartitionLog
 from txn_wire.broker import Broker, error_code, topic_partition
@@ -39,6 +39,7 @@ from txn_wire.codec import Plain, Request
 PRODUCE = 0
 _LENGTH_AT_8 = struct.Struct(">i")  # a batch's length field follows its 8-byte base offset
 _BATCH_OVERHEAD = 12  # base offset and the length field itself
+_ATTRIBUTES = struct.Struct(">h")
 
 
 def split_batches(records: bytes) -> list[bytes]:
@@ -92,13 +93,21 @@ def _without_transactional_id(body: Plain) -> TxnLogError | None:
                 batches = split_batches(data["records"] or b"")
             except CorruptRecordError:
                 continue  # answered as CORRUPT_MESSAGE by its partition, if the request goes on
-            big_enough = (batch for batch in batches if len(batch) >= HEADER_SIZE)
-            if any(parse_header(batch).is_transactional for batch in big_enough):
+            if any(_is_transactional(batch) for batch in batches):
                 return TransactionalIdAuthorizationError(
                     f"{topic['name']}-{data['index']}: a produce carrying transactional "
                     "batches without a transactional id; nothing in the request was written"
                 )
     return None
+
+
+def _is_transactional(batch: bytes) -> bool:
+    """The transactional bit of a batch's attributes (F-13), read without judging the rest of
+    the header: whatever else is wrong with the batch, its partition answers it."""
+    if len(batch) < HEADER_SIZE:
+        return False
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
+    return bool(attributes & BatchAttributes.TRANSACTIONAL)
 
 
 def _refused(index: int, error: TxnLogError, request: Request) -> dict[str, Any]:
