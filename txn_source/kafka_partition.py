@@ -126,6 +126,8 @@ class _PartitionRead:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         p = self.p
+        if p.start >= p.end:  # planned empty: what it had was lost, and reported (planning)
+            return
         kept = self._readable(p.start)
         if kept is None or kept.start >= kept.end:
             return
