@@ -84,15 +84,23 @@ def plan_input_partitions(
     bounds = _LogBounds(view)
     for empty in (r for r in ranges if r.size == 0):  # no task, but a vanished partition is
         bounds.readable(options, empty)  # reported all the same
-    return [_input_partition(view, options, bounds.readable(options, r)) for r in tasks]
+    return [_input_partition(view, options, bounds, bounds.readable(options, r)) for r in tasks]
 
 
 class _LogBounds:
-    """What the log holds of each partition now, looked up once per partition of a plan."""
+    """What the log holds of each partition now, and each topic's id, looked up once per
+    partition (topic) of a plan."""
 
     def __init__(self, view: SourceView) -> None:
         self._view = view
         self._known: dict[TopicPartition, tuple[int, int] | None] = {}
+        self._topic_ids: dict[str, str | None] = {}
+
+    def topic_id(self, tp: TopicPartition) -> str | None:
+        """The id of ``tp``'s topic now (None where the view does not know ids)."""
+        if tp.topic not in self._topic_ids:
+            self._topic_ids[tp.topic] = self._view.topic_id(tp)
+        return self._topic_ids[tp.topic]
 
     def _of(self, tp: TopicPartition) -> tuple[int, int] | None:
         """``(log start, log end)``; None when the partition is gone."""
@@ -119,8 +127,11 @@ class _LogBounds:
 
 
 def _input_partition(
-    view: SourceView, options: SourceOptions, offset_range: OffsetRange
+    view: SourceView, options: SourceOptions, bounds: _LogBounds, offset_range: OffsetRange
 ) -> InputPartition:
+    """The read task of ``offset_range``, with the topic id it was planned on (issue 29 item
+    3: the executor checks it, so a topic re-created since is data loss, never a source of
+    records for offsets planned on the old one); an empty range needs no lookups."""
     tp = offset_range.topic_partition
     planned: dict[str, Any] = {
         "topic": tp.topic,
@@ -131,9 +142,13 @@ def _input_partition(
         "include_headers": options.include_headers,
         "fail_on_data_loss": options.fail_on_data_loss,
     }
+    topic_id = bounds.topic_id(tp) if offset_range.size else None
     if options.kafka is not None:
         return KafkaInputPartition(
-            **planned, cluster=options.kafka, poll_timeout_ms=options.poll_timeout_ms
+            **planned,
+            cluster=options.kafka,
+            poll_timeout_ms=options.poll_timeout_ms,
+            topic_id=topic_id,
         )
     if offset_range.size == 0:  # nothing left to read: nothing to look up either
         return TxnLogInputPartition(**planned, path=options.path)
@@ -141,5 +156,5 @@ def _input_partition(
         **planned,
         path=options.path,
         aborted_txns=view.aborted_txns(offset_range),
-        topic_id=view.topic_id(tp),
+        topic_id=topic_id,
     )
