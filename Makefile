@@ -38,10 +38,13 @@ test: setup
 test-all: setup
 	$(PY) -m pytest -q
 
-## faults: the fault-injection suite on ten times the data and the adversarial suite for ten
-## times as long, with a fresh seed (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
+## faults: the fault-injection suites (embedded and Kafka mode) on ten times the data and the
+## adversarial suites (the engine's, and Kafka mode's: several queries and sinks on one
+## txnlog serve) for ten / five times as long, with a fresh seed (replay one:
+## TXNLOG_TEST_SEED=<printed seed> make faults)
 faults: setup
 	TXNLOG_FAULT_SCALE=10 $(PY) -m pytest -q -s integration/test_fault_injection.py \
+		integration/test_fault_injection_kafka.py integration/test_kafka_adversarial.py \
 		tests/txn_log/processes/test_adversarial.py
 
 lint: setup
