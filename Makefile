@@ -38,12 +38,15 @@ test: setup
 test-all: setup
 	$(PY) -m pytest -q
 
-## faults: the fault-injection suite on ten times the data, the adversarial suite for ten
-## times as long and the wire frame fuzz with ten times the random frames, with a fresh seed
-## (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
+## faults: the fault-injection suites (embedded and Kafka mode) on ten times the data, the
+## adversarial suites (the engine's, and Kafka mode's: several queries and sinks on one
+## txnlog serve) for ten / five times as long, and the wire fuzzes (frames, batches) with ten
+## times the examples, with a fresh seed (replay one: TXNLOG_TEST_SEED=<printed seed> make faults)
 faults: setup
-	TXNLOG_FAULT_SCALE=10 $(PY) -m pytest -q -s integration/test_fault_injection.py \
-		tests/txn_log/processes/test_adversarial.py tests/txn_wire/test_frame_fuzz.py
+	TXNLOG_FAULT_SCALE=10 TXNLOG_FUZZ_SCALE=10 $(PY) -m pytest -q -s \
+		integration/test_fault_injection.py integration/test_fault_injection_kafka.py \
+		integration/test_kafka_adversarial.py tests/txn_log/processes/test_adversarial.py \
+		tests/txn_wire/test_frame_fuzz.py tests/txn_wire/test_batch_fuzz.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -49,7 +49,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from commit_protocol.kafka_ledger import LEDGER_CONFIG, LEDGER_TOPIC, LedgerReader, LedgerRecord
+from commit_protocol.kafka_ledger import (
+    LEDGER_CONFIG,
+    LEDGER_TOPIC,
+    ZOMBIE_AFTER_S,
+    LedgerReader,
+    LedgerRecord,
+)
 from commit_protocol.kafka_task import (
     ClusterSettings,
     KafkaTaskTransaction,
@@ -78,8 +84,10 @@ class KafkaBackend:
         *,
         ledger_topic: str = LEDGER_TOPIC,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        zombie_after_s: float = ZOMBIE_AFTER_S,
     ) -> None:
         self.cluster = cluster
+        self.zombie_after_s = zombie_after_s
         self.ledger_topic = ledger_topic
         self.timeout_s = timeout_s
         # a metadata lookup must never create a topic (a producer-type client would, on a
@@ -195,7 +203,8 @@ class KafkaBackend:
     def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
         """Whether task ``task_id`` committed ``batch_id`` (or a later batch) of the sink,
         looking at ledger offsets from ``since`` on."""
-        record = self._reader().newest(LedgerRecord(sink_id, 0, task_id, ()).key, since)
+        key = LedgerRecord(sink_id, 0, task_id, ()).key
+        record = self._reader().newest(key, since, at_least=batch_id)
         return record is not None and record.batch_id >= batch_id
 
     def ledger_end(self) -> int:
@@ -207,9 +216,8 @@ class KafkaBackend:
         self, transaction: KafkaTaskTransaction, sink_id: str, batch_id: int, task_id: int
     ) -> None:
         """Write the task's ledger record into its transaction and commit both."""
-        record = LedgerRecord(
-            sink_id, batch_id, task_id, (transaction.transactional_id,), None, (), _now_ms()
-        )
+        tid = transaction.transactional_id
+        record = LedgerRecord(sink_id, batch_id, task_id, (tid,), None, (), _now_ms(), tid)
         self._reader()  # the ledger topic exists before the record goes to it
         transaction.commit_with(self.ledger_topic, record.key, record.value())
 
@@ -221,15 +229,20 @@ class KafkaBackend:
                 if not self.topic_exists(self.ledger_topic):
                     self.create_topic(self.ledger_topic, 1, LEDGER_CONFIG)
                 self._ledger = LedgerReader(
-                    self.cluster, self._admin, self.ledger_topic, self.timeout_s
+                    self.cluster,
+                    self._admin,
+                    self.ledger_topic,
+                    self.timeout_s,
+                    fence=self.abort_transaction,
+                    zombie_after_s=self.zombie_after_s,
                 )
             return self._ledger
 
-    def _batch_record(self, sink_id: str) -> LedgerRecord | None:
-        return self._reader().newest(LedgerRecord(sink_id, 0, None, ()).key)
+    def _batch_record(self, sink_id: str, at_least: int | None = None) -> LedgerRecord | None:
+        return self._reader().newest(LedgerRecord(sink_id, 0, None, ()).key, at_least=at_least)
 
     def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
-        record = self._batch_record(sink_id)
+        record = self._batch_record(sink_id, batch_id)
         return record is not None and record.batch_id >= batch_id
 
     def last_committed_batch(self, sink_id: str) -> int | None:
@@ -278,6 +291,7 @@ class KafkaBackend:
                     group_id,
                     tuple(offsets),
                     _now_ms(),
+                    driver_transactional_id,
                 )
                 producer.produce(self.ledger_topic, record.value(), record.key, partition=0)
                 if group_id is not None and offsets:

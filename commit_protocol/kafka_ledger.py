@@ -15,24 +15,50 @@ Spark runs a sink's batches in order, so "batch ``b`` committed" is "the newest 
 key holds a batch id >= ``b``"; the ledger's size is bounded by its live keys (sinks times
 task partition ids), whatever the number of batches.
 
-Reading (``LedgerReader``) is read_committed (B-05) and never misses a commit: it first notes
-the partition's high watermark, then waits until the last stable offset (B-03, ListOffsets
-under read_committed: R-03, B-07) reaches it (an open
-transaction of another writer holds the LSO back, and an entry behind it would be invisible
-yet), bounded by ``timeout_s`` with an error naming the topic and both offsets. Callers that
-must see every earlier attempt's commit (a task after fencing its id) read after the fencing,
-so the watermark covers whatever that attempt wrote. A key's newest record is found by scanning
-from the tail backwards in growing windows, each read until the consumer's position (not the
-last record: markers and aborted records leave gaps) reaches the window's end. One reader per
-backend; a lock makes it safe from several threads.
+Reading (``LedgerReader``) is read_committed (B-05), never misses a commit, and never waits on
+a transaction that cannot hold the answer (issue 29 item 2). Every sink of the cluster shares
+this one partition, so an open transaction of ANY sink (a task SIGKILLed between its ledger
+record and its commit stays open until its ``transaction.timeout.ms``, 900 s by default) holds
+the partition's last stable offset (LSO, B-03) back. A lookup of one key therefore:
+
+1. notes the high watermark, then the LSO (ListOffsets at both isolation levels: R-03, B-07);
+2. if the LSO is below the high watermark, reads the unstable range ``[LSO, high watermark)``
+   read_uncommitted and looks for records of ITS OWN key that could change the answer (for
+   ``task_committed``/``is_batch_committed``: a batch id at or past the one asked about).
+   Every record of every open transaction lies in that range (the LSO is the first offset of
+   the earliest open transaction), so when none of them is of this key, the committed records
+   below the LSO are the whole answer, whatever other sinks have open;
+3. only when one is, waits until the LSO passes it (its transaction is decided: a task reads
+   after fencing its own id, C-24, so an earlier attempt's transaction is committed or aborted
+   by then, but read_committed cannot tell which before the LSO passes it). If the LSO stays
+   at one transaction for ``ZOMBIE_AFTER_S``, that transaction's first record in the ledger
+   (the record at the LSO: a task or driver writes its ledger record last, right before
+   ``commit_transaction``) names its writer's transactional id, and the reader fences that id
+   (``init_transactions``: its open transaction is aborted, C-24), as a transaction timeout
+   would. A live writer never holds its ledger record open that long (it commits right
+   after sending it); a fenced writer's rows and ledger record abort together, so a re-run
+   writes them once. Records of another application (not ledger records) are never fenced:
+   then the wait is bounded by ``timeout_s`` and fails with an error naming the topic and
+   both offsets;
+4. finds the key's newest committed record below the LSO by scanning from the tail backwards
+   in growing windows, each read until the consumer's position (not the last record: markers
+   and aborted records leave gaps) reaches the window's end.
+
+So a sink's lookups wait on another sink's open transaction only in case 3: a retry of a task
+(or driver) of its own whose earlier attempt wrote its ledger record behind that transaction,
+and then for at most ``ZOMBIE_AFTER_S`` when the other transaction's writer is gone.
+Callers that must see every earlier attempt's commit (a task after fencing its id) read after
+the fencing, so the watermark covers whatever that attempt wrote. One reader per backend; a
+lock makes it safe from several threads.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +79,11 @@ _NOT_KNOWN_YET = {
 }
 FIRST_WINDOW = 64
 """Records read in the first tail window; each further window is twice as large."""
+ZOMBIE_AFTER_S = 10.0
+"""How long a transaction may hold the ledger's LSO with its ledger record sent before a
+lookup that needs to see past it fences its writer (see the module doc, step 3)."""
+
+logger = logging.getLogger(__name__)
 
 
 def ledger_key(sink_id: str, task_id: int | None) -> bytes:
@@ -64,7 +95,9 @@ def ledger_key(sink_id: str, task_id: int | None) -> bytes:
 @dataclass(frozen=True)
 class LedgerRecord:
     """One ledger record (see the module doc). ``transactions`` are the transactional ids a
-    batch record covers; a task record names its own."""
+    batch record covers; a task record names its own. ``writer`` is the transactional id whose
+    transaction wrote the record (None in records written before issue 29: then a task
+    record's writer is its one transaction, a batch record's is unknown)."""
 
     sink_id: str
     batch_id: int
@@ -73,10 +106,20 @@ class LedgerRecord:
     group_id: str | None = None
     offsets: tuple[tuple[str, int, int], ...] = ()
     timestamp_ms: int = 0
+    writer: str | None = None
 
     @property
     def key(self) -> bytes:
         return ledger_key(self.sink_id, self.task_id)
+
+    @property
+    def writer_id(self) -> str | None:
+        """The transactional id that wrote the record, where it is known."""
+        if self.writer is not None:
+            return self.writer
+        if self.task_id is not None and len(self.transactions) == 1:
+            return self.transactions[0]
+        return None
 
     def value(self) -> bytes:
         return json.dumps(
@@ -88,6 +131,7 @@ class LedgerRecord:
                 "group_id": self.group_id,
                 "offsets": [list(o) for o in self.offsets],
                 "timestamp_ms": self.timestamp_ms,
+                "writer": self.writer,
             },
             separators=(",", ":"),
         ).encode()
@@ -96,6 +140,7 @@ class LedgerRecord:
     def parse(cls, topic: str, offset: int, value: bytes | None) -> LedgerRecord:
         try:
             data = json.loads(value or b"")
+            writer = data.get("writer")
             return cls(
                 str(data["sink_id"]),
                 int(data["batch_id"]),
@@ -104,51 +149,77 @@ class LedgerRecord:
                 data["group_id"],
                 tuple((str(t), int(p), int(o)) for t, p, o in data["offsets"]),
                 int(data["timestamp_ms"]),
+                None if writer is None else str(writer),
             )
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise CorruptRecordError(
                 f"ledger topic {topic!r} offset {offset} is not a txnlog ledger record "
                 f"({error}); is another application writing to that topic?"
             ) from None
 
 
+@dataclass(frozen=True)
+class _Offsets:
+    """One look at the ledger partition: log start, last stable offset, high watermark."""
+
+    start: int
+    stable: int
+    high: int
+
+
 class LedgerReader:
-    """read_committed reads of partition 0 of the ledger topic (see the module doc)."""
+    """read_committed reads of partition 0 of the ledger topic (see the module doc).
+    ``fence(transactional_id)`` aborts the open transaction of an id (the backend's)."""
 
     def __init__(
-        self, cluster: ClusterSettings, admin: AdminClient, topic: str, timeout_s: float
+        self,
+        cluster: ClusterSettings,
+        admin: AdminClient,
+        topic: str,
+        timeout_s: float,
+        fence: Callable[[str], object] | None = None,
+        zombie_after_s: float = ZOMBIE_AFTER_S,
     ) -> None:
         self.topic = topic
         self._admin = admin
         self._timeout_s = timeout_s
+        self._fence = fence
+        self._zombie_after_s = zombie_after_s
         self._lock = threading.Lock()
-        self._consumer = Consumer(
+        self._consumer = self._new_consumer(cluster, "read_committed")
+        self._uncommitted = self._new_consumer(cluster, "read_uncommitted")
+
+    @staticmethod
+    def _new_consumer(cluster: ClusterSettings, isolation_level: str) -> Consumer:
+        return Consumer(
             cluster.client_config(
                 group_id="txnlog-ledger-reader",  # never joins: partitions are assigned
                 enable_auto_commit=False,
-                isolation_level="read_committed",
+                isolation_level=isolation_level,
                 enable_partition_eof=False,
             )
         )
 
     def close(self) -> None:
         self._consumer.close()
+        self._uncommitted.close()
 
-    def newest(self, key: bytes, since: int = 0) -> LedgerRecord | None:
+    def newest(
+        self, key: bytes, since: int = 0, at_least: int | None = None
+    ) -> LedgerRecord | None:
         """The newest committed record of ``key`` at offset ``since`` or later (None if the
-        ledger has none)."""
+        ledger has none). ``at_least``: only whether a record with that batch id or a later
+        one committed matters (records of older batches of the key, committed or not, cannot
+        change the answer, so they are never waited for)."""
         with self._lock:
-            start, end = self._stable_range()
-            start = max(start, since)
-            window = FIRST_WINDOW
-            high = end
-            while high > start:
-                low = max(start, high - window)
-                found = [value for k, value in self._read(low, high) if k == key]
-                if found:
-                    return found[-1]
-                high, window = low, window * 2
-            return None
+            offsets = self._offsets()
+            start = max(offsets.start, since)
+            end = offsets.stable
+            if offsets.stable < offsets.high:
+                pending = self._pending(key, max(start, offsets.stable), offsets.high, at_least)
+                if pending is not None:
+                    end = self._wait_past(pending)
+            return self._newest_committed(key, start, end)
 
     def end(self) -> int:
         """The high watermark (read_uncommitted end) of the ledger partition."""
@@ -156,10 +227,48 @@ class LedgerReader:
             return self._offset(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
 
     def all_newest(self) -> dict[bytes, LedgerRecord]:
-        """The newest committed record of every key."""
+        """The newest committed record of every key (every key may be pending: this waits
+        until the LSO reaches the high watermark seen first)."""
         with self._lock:
-            start, end = self._stable_range()
-            return dict(self._read(start, end))
+            offsets = self._offsets()
+            end = offsets.stable
+            if offsets.stable < offsets.high:
+                end = self._wait_past(offsets.high - 1)
+            return {
+                k: LedgerRecord.parse(self.topic, o, v)
+                for o, k, v in self._read(self._consumer, offsets.start, end)
+            }
+
+    def _newest_committed(self, key: bytes, start: int, end: int) -> LedgerRecord | None:
+        """The newest committed record of ``key`` in ``[start, end)`` (``end`` <= the LSO)."""
+        window = FIRST_WINDOW
+        high = end
+        while high > start:
+            low = max(start, high - window)
+            found = [
+                (offset, value)
+                for offset, k, value in self._read(self._consumer, low, high)
+                if k == key
+            ]
+            if found:
+                offset, value = found[-1]
+                return LedgerRecord.parse(self.topic, offset, value)
+            high, window = low, window * 2
+        return None
+
+    def _pending(self, key: bytes, low: int, high: int, at_least: int | None) -> int | None:
+        """The offset of the last record of ``key`` in the unstable range ``[low, high)``
+        (read read_uncommitted: committed, aborted or open alike) that could change the
+        answer; None when there is none."""
+        last = None
+        for offset, k, value in self._read(self._uncommitted, low, high):
+            if k != key:
+                continue  # another key's record: never parsed, never waited for
+            if at_least is None or LedgerRecord.parse(self.topic, offset, value).batch_id >= (
+                at_least
+            ):
+                last = offset
+        return last
 
     def _offset(self, spec: OffsetSpec, isolation: IsolationLevel) -> int:
         """ListOffsets, retried while the client's metadata does not know the topic yet (it
@@ -180,28 +289,72 @@ class LedgerReader:
                     ) from None
             time.sleep(0.05)
 
-    def _stable_range(self) -> tuple[int, int]:
-        """``(log start, LSO)`` once the LSO reached the high watermark seen first."""
+    def _offsets(self) -> _Offsets:
+        """The high watermark first, then the log start and the LSO."""
         high = self._offset(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
         start = self._offset(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
+        stable = self._offset(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        return _Offsets(start, stable, high)
+
+    def _wait_past(self, offset: int) -> int:
+        """The LSO once it passed ``offset``, fencing the writer of a transaction that holds
+        it for ``zombie_after_s`` (see the module doc, step 3); InvalidTxnStateError after
+        ``timeout_s``."""
         deadline = time.monotonic() + self._timeout_s
+        held_at, since = -1, time.monotonic()
         while True:
             stable = self._offset(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
-            if stable >= high:
-                return start, stable
-            if time.monotonic() >= deadline:
+            if stable > offset:
+                return stable
+            now = time.monotonic()
+            if stable != held_at:
+                held_at, since = stable, now
+            elif now - since >= self._zombie_after_s and self._maybe_fence_holder(stable):
+                held_at, since = -1, now
+                continue
+            if now >= deadline:
                 raise InvalidTxnStateError(
                     f"ledger topic {self.topic!r}: the last stable offset stayed at {stable}, "
-                    f"below the high watermark {high}, for {self._timeout_s:.0f} s: a "
-                    "transaction writing to the ledger is still open (it ends by commit, abort "
-                    "or its transaction.timeout.ms)"
+                    f"at or below offset {offset}, a record of the key looked up, for "
+                    f"{self._timeout_s:.0f} s: a transaction writing to the ledger is still "
+                    "open (it ends by commit, abort or its transaction.timeout.ms)"
                 )
             time.sleep(0.05)
 
-    def _read(self, low: int, high: int) -> Iterator[tuple[bytes, LedgerRecord]]:
-        """Committed records in ``[low, high)``, in offset order, until the position >= high."""
+    def _maybe_fence_holder(self, stable: int) -> bool:
+        """Fence the writer of the ledger record at the LSO ``stable`` (the first record of
+        the open transaction holding it); False when it is no ledger record of ours."""
+        if self._fence is None:
+            return False
+        held = list(self._read(self._uncommitted, stable, stable + 1))
+        if not held:
+            return False
+        offset, _key, value = held[0]
+        try:
+            writer = LedgerRecord.parse(self.topic, offset, value).writer_id
+        except CorruptRecordError:
+            return False
+        if writer is None:
+            return False
+        logger.warning(
+            "ledger topic %r: the transaction of %r has held the last stable offset at %d "
+            "for %.0f s with its ledger record sent; its writer is gone: fencing it (its "
+            "open transaction aborts)",
+            self.topic,
+            writer,
+            stable,
+            self._zombie_after_s,
+        )
+        self._fence(writer)
+        return True
+
+    def _read(
+        self, consumer: Consumer, low: int, high: int
+    ) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """``(offset, key, value)`` of the records ``consumer`` delivers in ``[low, high)``,
+        in offset order, until its position >= high."""
         partition = KafkaPartition(self.topic, 0, low)
-        self._consumer.assign([partition])
+        consumer.assign([partition])
         deadline = time.monotonic() + self._timeout_s
         position = low
         while position < high:
@@ -210,14 +363,13 @@ class LedgerReader:
                     f"ledger topic {self.topic!r}: reading offsets {low}..{high} stopped at "
                     f"{position} for {self._timeout_s:.0f} s"
                 )
-            for message in self._consumer.consume(500, 0.01):
+            for message in consumer.consume(500, 0.01):
                 error = message.error()
                 if error is not None:
                     raise ConfigError(f"reading ledger topic {self.topic!r}: {error}")
                 offset = message.offset()
                 if offset is not None and offset < high:
-                    key = message.key() or b""
-                    yield key, LedgerRecord.parse(self.topic, offset, message.value())
-            now = self._consumer.position([KafkaPartition(self.topic, 0)])[0].offset
+                    yield offset, message.key() or b"", message.value()
+            now = consumer.position([KafkaPartition(self.topic, 0)])[0].offset
             position = max(position, now)
-        self._consumer.unassign()
+        consumer.unassign()

@@ -16,27 +16,44 @@ committed input record exactly once, in per-key order, with nothing aborted visi
 from __future__ import annotations
 
 import base64
+import os
 import pickle
 import re
 import signal
+import subprocess
+import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from demo.pipeline import OUTPUT, kill_group, read_all, read_all_kafka, spawn, start_etl, verify
+from demo.pipeline import (
+    OUTPUT,
+    ROOT,
+    kill_group,
+    read_all,
+    read_all_kafka,
+    spawn,
+    start_etl,
+    verify,
+)
 from demo.served import ServeProcess, start_serve
+from integration.kafka_replan import copy_query
 from integration.test_fault_injection import (
     DRIVER_TIMEOUT_S,
     MAX_PER_TRIGGER,
     RESTART_TIMEOUT_S,
+    SCALE,
     SEED,
     attempt_process,
     seeded,
     wait_until_stopped,
 )
+from tests.txn_source.kafka_served import send
 from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.fault]
 
@@ -146,3 +163,135 @@ def _stale_then_retry(log_dir: Path, bootstrap: str) -> str:
             stale.communicate()
     assert stale.returncode == 1, err
     return err
+
+
+# --- issue 29 item 1: a re-planned batch after the input changed ----------------------------------
+
+
+def _replan_driver_killed(server: ServeProcess, checkpoint: Path, out: str, *args: str) -> None:
+    """Run ``integration.kafka_replan`` in a driver of its own, SIGKILLed (with its JVM and
+    workers) the moment the first task of its batch committed its own transaction."""
+    env = {
+        **os.environ,
+        "TXNLOG_CRASH_POINT": "kafka_task.after_commit",
+        "TXNLOG_CRASH_SCOPE": "group",
+    }
+    command = [sys.executable, "-m", "integration.kafka_replan", server.bootstrap]
+    proc = subprocess.Popen(
+        [*command, str(checkpoint), out, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=DRIVER_TIMEOUT_S)
+    except Exception:
+        kill_group(proc)
+        raise
+    assert proc.returncode == -signal.SIGKILL, f"the driver was not killed: {err[-3000:]}"
+
+
+def _copy_to_the_end(spark: Any, server: ServeProcess, checkpoint: Path, *args: Any) -> None:
+    query = copy_query(spark, server.bootstrap, str(checkpoint), *args)
+    try:
+        assert query.awaitTermination(RESTART_TIMEOUT_S), "the copy query did not finish"
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+
+
+def _output(log_dir: Path, topic: str) -> Counter[bytes]:
+    with Log.open(log_dir) as log:
+        consumer = log.consumer("read_committed")
+        return Counter(r.value for tp in log.partitions(topic) for r in consumer.read(tp, 0))
+
+
+def _values(topic: str, count: int, first: int = 0) -> list[bytes]:
+    return [f"{topic}-{i}".encode() for i in range(first, first + count)]
+
+
+def _exactly_once_of_what_is_left(
+    out: Counter[bytes], kept: list[bytes], lost: list[bytes]
+) -> None:
+    """Every record still in the log exactly once; a deleted one at most once; nothing else."""
+    duplicates = {v: n for v, n in out.items() if n > 1}
+    missing = [v for v in kept if out[v] == 0]
+    unexpected = set(out) - set(kept) - set(lost)
+    assert (duplicates, missing, unexpected) == ({}, [], set()), (SEED, sorted(out))
+
+
+def test_kafka_mode_rerun_after_a_topic_deleted_loses_no_record_still_in_the_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Issue 29 item 1 in Spark: batch 0 of ``[ta, tb, tc]`` (failOnDataLoss=false), its
+    driver SIGKILLed once a first task committed; ta is deleted; the query restarts from its
+    checkpoint and re-plans batch 0 from the same offsets. tb and tc, still in the log, must
+    each be output exactly once (before the fix the tasks shifted down: the one now in the
+    committed position was skipped and lost, or a committed one re-run and duplicated)."""
+    count = 5 * SCALE
+    log_dir, out = tmp_path / "log", "copied"
+    topics = ["ta", "tb", "tc"]
+    with Log.open(log_dir) as log:
+        log.create_topic(out, partitions=1)
+        for name in topics:
+            log.create_topic(name, partitions=1)
+            send(log, name, _values(name, count))
+    checkpoint = tmp_path / "checkpoint"
+    with open(tmp_path / "serve.err", "w") as errors:
+        server = start_serve(log_dir, stderr=errors)
+        try:
+            _replan_driver_killed(server, checkpoint, out, ",".join(topics))
+            with Log.open(log_dir) as log:
+                log.delete_topic("ta")
+            _copy_to_the_end(spark, server, checkpoint, out, ",".join(topics))
+        finally:
+            server.stop()
+    kept = _values("tb", count) + _values("tc", count)
+    _exactly_once_of_what_is_left(_output(log_dir, out), kept, _values("ta", count))
+
+
+def test_kafka_mode_rerun_after_the_log_start_moved_loses_no_record_still_in_the_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Issue 29 item 1 in Spark: batch 1 of ta and tb, split by ``minPartitions=4`` into two
+    tasks each, its driver SIGKILLed once a first task committed; retention then moves ta's
+    log start into batch 1's range; the query restarts from its checkpoint. Every record of
+    ta and tb still in the log is output exactly once, those retention deleted at most once
+    (a task that committed them before keeps its position and is skipped, not re-run
+    trimmed)."""
+    per_batch = 6 * SCALE
+    log_dir, out = tmp_path / "log", "copied"
+    with Log.open(log_dir) as log:
+        log.create_topic(out, partitions=1)
+        log.create_topic("ta", partitions=1, config={"segment.bytes": 200, "retention.bytes": 1})
+        log.create_topic("tb", partitions=1)
+    checkpoint = tmp_path / "checkpoint"
+
+    def add(first: int) -> None:  # one transaction a value: a value at every even offset
+        with Log.open(log_dir) as log:
+            for i in range(first, first + per_batch):
+                send(log, "ta", _values("ta", 1, i))
+                send(log, "tb", _values("tb", 1, i))
+
+    with open(tmp_path / "serve.err", "w") as errors:
+        server = start_serve(log_dir, stderr=errors)
+        try:
+            add(0)
+            _copy_to_the_end(spark, server, checkpoint, out, "ta,tb", 4)  # batch 0
+            add(per_batch)
+            _replan_driver_killed(server, checkpoint, out, "ta,tb", "4")  # batch 1, killed
+            with Log.open(log_dir) as log:
+                ta = log.partition_log(TopicPartition("ta", 0))
+                assert ta.delete_old_segments()
+                log_start = ta.log_start_offset
+            assert 2 * per_batch < log_start < 4 * per_batch, log_start
+            _copy_to_the_end(spark, server, checkpoint, out, "ta,tb", 4)
+        finally:
+            server.stop()
+    all_of_ta = _values("ta", 2 * per_batch)
+    kept = [v for i, v in enumerate(all_of_ta) if i < per_batch or 2 * i >= log_start]
+    lost = [v for v in all_of_ta if v not in kept]
+    _exactly_once_of_what_is_left(_output(log_dir, out), kept + _values("tb", 2 * per_batch), lost)

@@ -58,10 +58,17 @@ _TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
 
 @dataclass(frozen=True)
 class KafkaInputPartition(PlannedRange):
-    """Read offsets ``[start, end)`` of one partition of ``cluster``."""
+    """Read offsets ``[start, end)`` of one partition of ``cluster``.
+
+    ``topic_id`` is the id of the topic the range was planned on (KIP-516; None when the
+    cluster reports none): the task checks it before it reads and again after, so a topic
+    deleted and created again under the same name since is data loss, never a source of
+    records for offsets planned on the old one (issue 29 item 3, as the embedded source's
+    ``TxnLogInputPartition``)."""
 
     cluster: KafkaCluster
     poll_timeout_ms: int
+    topic_id: str | None = None
 
 
 def read_kafka_partition(p: KafkaInputPartition) -> Iterator[Any]:
@@ -89,6 +96,7 @@ class _PartitionRead:
         self.tp = p.topic_partition
         self.rows = _Rows(p.include_headers)
         self.records = 0
+        self._admin: Any = None
 
     def _watermarks(self) -> tuple[int, int]:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -126,6 +134,10 @@ class _PartitionRead:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         p = self.p
+        if p.start >= p.end:  # planned empty: what it had was lost, and reported (planning)
+            return
+        if not self._same_topic(p.fail_on_data_loss):
+            return
         kept = self._readable(p.start)
         if kept is None or kept.start >= kept.end:
             return
@@ -163,8 +175,37 @@ class _PartitionRead:
                 deadline = time.monotonic() + p.poll_timeout_ms / 1000
         if self.rows.count:
             yield from self.rows.flush(self.tp)
+        # re-created while being read? what was read may be the new topic's: the task fails
+        # whatever failOnDataLoss says (its retry finds the new id first and skips)
+        self._same_topic(p.fail_on_data_loss or self.records > 0)
         stats = ReadStats(records=self.records)
         report_read(p.cluster.describe(), self.tp, kept.start, p.end, stats)
+
+    def _same_topic(self, fail_on_data_loss: bool) -> bool:
+        """Whether the partition's topic is still the one planned (its id unchanged, or no id
+        known); a vanished or re-created topic is reported as data loss."""
+        from txn_source.kafka_view import admin_client, topic_id_of
+
+        p = self.p
+        if p.topic_id is None:
+            return True
+        if self._admin is None:
+            self._admin = admin_client(p.cluster)
+        try:
+            now = topic_id_of(self._admin, p.cluster, p.topic, p.poll_timeout_ms / 1000)
+        except UnknownTopicOrPartitionError:
+            report_partition_gone(fail_on_data_loss, self.tp, p.start, p.end)
+            return False
+        if now is None or now == p.topic_id:
+            return True
+        report_partition_gone(
+            fail_on_data_loss,
+            self.tp,
+            p.start,
+            p.end,
+            cause=f"its topic was deleted and re-created: topic id {p.topic_id} is now {now}",
+        )
+        return False
 
     def _next_messages(self, wait: float) -> list[Any]:
         """What the consumer has: the first message waited for up to ``wait`` seconds, then

@@ -9,9 +9,13 @@
   end (``log_end``) is the high watermark whatever the isolation level, from a second,
   read_uncommitted consumer; ``for_timestamp`` is ``offsets_for_times``;
 - ``aborted_txns`` is empty: the executors' read_committed consumers drop aborted records and
-  markers themselves (``kafka_partition``); ``topic_id`` is None (librdkafka's metadata gives
-  no topic id through this API), so a topic re-created under the same name is noticed only
-  when its offsets went back (``planning``: data loss).
+  markers themselves (``kafka_partition``);
+- ``topic_id``: the topic's id (KIP-516) from the AdminClient's ``describe_topics``
+  (``topic_id_of``), so that a read task planned on a topic that is deleted and re-created
+  before it runs notices it and never reads the new topic's records (issue 29 item 3). A
+  cluster that reports no ids (the zero UUID: ``txnlog serve`` today, brokers before 2.8)
+  gives None: then a re-created topic is noticed only when its offsets went back
+  (``planning``: data loss).
 
 The consumers are assigned nothing and join no group: they only ask for metadata and offsets.
 confluent-kafka insists on a ``group.id``; a fresh one per view is given and never used.
@@ -24,8 +28,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from datasource_options.location import KafkaCluster
 from offsets.offset_range import OffsetRange
@@ -39,6 +44,10 @@ from txn_source.options import Assign, Subscribe, Subscription
 DRIVER_TIMEOUT_S = 60.0
 """How long one metadata or ListOffsets call may take (the Java consumer's
 ``default.api.timeout.ms``)."""
+
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+"""The zero UUID in Kafka's printed form: what a cluster that does not know topic ids
+reports."""
 
 T = TypeVar("T")
 UNKNOWN_PARTITION_CODES = frozenset(
@@ -66,6 +75,27 @@ def consumer_config(
     )
 
 
+def admin_client(cluster: KafkaCluster) -> AdminClient:
+    """An AdminClient of the user's ``kafka.*`` settings that never creates a topic."""
+    return AdminClient(cluster.client_config(allow_auto_create_topics=False))
+
+
+def topic_id_of(
+    admin: AdminClient, cluster: KafkaCluster, topic: str, timeout_s: float
+) -> str | None:
+    """The id of ``topic`` now, in Kafka's printed form (URL-safe base64, as the embedded log
+    prints its ids); None when the cluster reports none; UnknownTopicOrPartitionError when the
+    topic does not exist."""
+
+    def describe() -> Any:
+        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
+        return futures[topic].result(timeout_s)
+
+    description = call(f"describe_topics of {topic!r} in {cluster.describe()}", describe)
+    printed = str(description.topic_id) if description.topic_id is not None else NO_TOPIC_ID
+    return None if printed == NO_TOPIC_ID else printed
+
+
 def call(what: str, fn: Callable[[], T]) -> T:
     """``fn()``, its KafkaException turned into the matching typed error naming ``what``."""
     try:
@@ -83,6 +113,7 @@ class KafkaView:
     def __init__(self, cluster: KafkaCluster, isolation_level: IsolationLevel) -> None:
         self.cluster = cluster
         self.isolation_level = isolation_level
+        self._admin: AdminClient | None = None
         self._consumer = Consumer(consumer_config(cluster, isolation_level, "driver"))
         if isolation_level is IsolationLevel.READ_UNCOMMITTED:
             self._uncommitted = self._consumer
@@ -182,7 +213,10 @@ class KafkaView:
         return {tp: self.latest(tp) for tp in partitions}
 
     def topic_id(self, topic_partition: TopicPartition) -> str | None:
-        return None
+        """The id of the partition's topic now (None: the cluster reports no ids)."""
+        if self._admin is None:
+            self._admin = admin_client(self.cluster)
+        return topic_id_of(self._admin, self.cluster, topic_partition.topic, DRIVER_TIMEOUT_S)
 
     # --- transactions ----------------------------------------------------------------------------
 

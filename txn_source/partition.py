@@ -84,6 +84,8 @@ def read_partition(partition: InputPartition) -> Iterator[Any]:
 
 def _read(p: TxnLogInputPartition) -> Iterator[Any]:
     tp = p.topic_partition
+    if p.start >= p.end:  # planned empty: what it had was lost, and reported (planning)
+        return
     plog = _open(p)
     if plog is None:
         return

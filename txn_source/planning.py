@@ -4,8 +4,28 @@ transactions it overlaps (DESIGN §6).
 
 A partition in ``end`` but not in ``start`` appeared after ``start`` was taken (a partition
 added to a topic, a new topic matching ``subscribePattern``): it is read from offset 0, its
-first offset, so a plan depends only on its two positions and re-planning a batch reads the
-same records. Offsets the log no longer holds are data loss (``data_loss``).
+first offset.
+
+The plan's SHAPE (how many tasks, which range of which partition each covers, in which order)
+depends only on the two positions and the options, never on the log's state when it is
+planned (issue 29 item 1). Kafka mode's sink identifies a task in its ledger by its position in
+this plan ("task *i* of batch *N* committed": Spark gives a write task the partition id of the
+read task it follows, and the sink cannot see what that task read), and Spark re-plans a batch
+whose driver died from the same checkpointed positions. Were deleted offsets trimmed before
+splitting, or a vanished partition or an emptied range dropped, the tasks after it would shift
+down onto positions that other work committed: a task found "committed" and skipped would lose
+records still in the log, a committed one re-run in another position would duplicate them.
+So the ranges of ``[start, end)`` are split first, exactly as planned the first time; then each
+task's range is cut to what the log still holds (``data_loss``: offsets the log no longer holds
+are data loss, raised under ``failOnDataLoss=true``, logged under ``false``), and a task left
+with nothing (its partition gone, or every offset of it deleted) stays in its position as an
+empty range that reads nothing. A task that committed ``[0, 10)`` keeps position *i* when the
+re-plan cuts it to ``[3, 10)``, and the ledger skips it (no duplicate); one that had not
+committed reads ``[3, 10)``, losing only the deleted offsets, as ``failOnDataLoss=false``
+permits. The alternatives, a task identity made of what it reads (the sink cannot see it) or a
+plan persisted per batch (the source has no access to the checkpoint), are not open here.
+The embedded sink commits a batch atomically and does not depend on positions; the same
+deterministic shape only makes it more robust.
 
 The view is either mode's (``source_view``); the tasks are ``TxnLogInputPartition`` for a log
 directory and ``KafkaInputPartition`` for a Kafka cluster (issue 16).
@@ -35,7 +55,9 @@ NEW_PARTITION_START = 0
 def plan_input_partitions(
     view: SourceView, options: SourceOptions, start: PartitionOffsets, end: PartitionOffsets
 ) -> list[InputPartition]:
-    """The read tasks for offsets ``[start, end)``, in (topic, partition, offset) order."""
+    """The read tasks for offsets ``[start, end)``, in (topic, partition, offset) order; the
+    same tasks in the same positions on every re-plan from the same positions (see the module
+    doc), each cut to what the log holds now."""
     for tp in start.partitions:
         if tp not in end:
             report_partition_gone(
@@ -46,40 +68,70 @@ def plan_input_partitions(
             )
     ranges = []
     for tp, until in end.entries:
-        offset_range = _checked_range(view, options, tp, start.get(tp, NEW_PARTITION_START), until)
-        if offset_range is not None:
-            ranges.append(offset_range)
+        since = start.get(tp, NEW_PARTITION_START)
+        if until < since:
+            report_data_loss(
+                options.fail_on_data_loss, f"the offset of {tp} went back from {since} to {until}"
+            )
+            continue
+        ranges.append(OffsetRange(tp, since, until))
     tasks = plan_ranges(
         ranges,
         min_partitions=options.min_partitions,
         max_records_per_partition=options.max_records_per_partition,
     )
     logger.info("planned %d tasks over %s", len(tasks), ", ".join(map(str, ranges)) or "nothing")
-    return [_input_partition(view, options, r) for r in tasks]
+    bounds = _LogBounds(view)
+    for empty in (r for r in ranges if r.size == 0):  # no task, but a vanished partition is
+        bounds.readable(options, empty)  # reported all the same
+    return [_input_partition(view, options, bounds, bounds.readable(options, r)) for r in tasks]
 
 
-def _checked_range(
-    view: SourceView, options: SourceOptions, tp: TopicPartition, start: int, end: int
-) -> OffsetRange | None:
-    if not view.exists(tp):
-        report_partition_gone(options.fail_on_data_loss, tp, start, end)
-        return None
-    if end < start:
-        report_data_loss(
-            options.fail_on_data_loss, f"the offset of {tp} went back from {start} to {end}"
+class _LogBounds:
+    """What the log holds of each partition now, and each topic's id, looked up once per
+    partition (topic) of a plan."""
+
+    def __init__(self, view: SourceView) -> None:
+        self._view = view
+        self._known: dict[TopicPartition, tuple[int, int] | None] = {}
+        self._topic_ids: dict[str, str | None] = {}
+
+    def topic_id(self, tp: TopicPartition) -> str | None:
+        """The id of ``tp``'s topic now (None where the view does not know ids)."""
+        if tp.topic not in self._topic_ids:
+            self._topic_ids[tp.topic] = self._view.topic_id(tp)
+        return self._topic_ids[tp.topic]
+
+    def _of(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """``(log start, log end)``; None when the partition is gone."""
+        if tp not in self._known:
+            view = self._view
+            self._known[tp] = (view.earliest(tp), view.log_end(tp)) if view.exists(tp) else None
+        return self._known[tp]
+
+    def readable(self, options: SourceOptions, planned: OffsetRange) -> OffsetRange:
+        """``planned`` cut to what the log holds (the loss reported); an empty range at
+        ``planned.end`` when nothing is left of it or its partition is gone."""
+        tp = planned.topic_partition
+        bounds = self._of(tp)
+        if bounds is None:
+            report_partition_gone(options.fail_on_data_loss, tp, planned.start, planned.end)
+            return OffsetRange(tp, planned.end, planned.end)
+        log_start, log_end = bounds
+        return readable_range(
+            planned,
+            log_start=log_start,
+            log_end=log_end,
+            fail_on_data_loss=options.fail_on_data_loss,
         )
-        return None
-    return readable_range(
-        OffsetRange(tp, start, end),
-        log_start=view.earliest(tp),
-        log_end=view.log_end(tp),
-        fail_on_data_loss=options.fail_on_data_loss,
-    )
 
 
 def _input_partition(
-    view: SourceView, options: SourceOptions, offset_range: OffsetRange
+    view: SourceView, options: SourceOptions, bounds: _LogBounds, offset_range: OffsetRange
 ) -> InputPartition:
+    """The read task of ``offset_range``, with the topic id it was planned on (issue 29 item
+    3: the executor checks it, so a topic re-created since is data loss, never a source of
+    records for offsets planned on the old one); an empty range needs no lookups."""
     tp = offset_range.topic_partition
     planned: dict[str, Any] = {
         "topic": tp.topic,
@@ -90,11 +142,18 @@ def _input_partition(
         "include_headers": options.include_headers,
         "fail_on_data_loss": options.fail_on_data_loss,
     }
+    topic_id = bounds.topic_id(tp) if offset_range.size else None
     if options.kafka is not None:
         return KafkaInputPartition(
-            **planned, cluster=options.kafka, poll_timeout_ms=options.poll_timeout_ms
+            **planned,
+            cluster=options.kafka,
+            poll_timeout_ms=options.poll_timeout_ms,
+            topic_id=topic_id,
         )
-    topic_id = view.topic_id(tp)  # first: a topic re-created meanwhile is then seen as gone
+    if offset_range.size == 0:  # nothing left to read: nothing to look up either
+        return TxnLogInputPartition(**planned, path=options.path)
+    # the topic id was asked first: a topic re-created before the aborted transactions are
+    # collected is then seen as gone by the executor (``log_view.aborted_txns``)
     return TxnLogInputPartition(
         **planned,
         path=options.path,

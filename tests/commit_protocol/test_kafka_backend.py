@@ -20,7 +20,7 @@ from commit_protocol.kafka_backend import KafkaBackend
 from commit_protocol.kafka_ledger import LedgerRecord
 from commit_protocol.messages import TaskCommit
 from datasource_options.location import KafkaCluster
-from tests.commit_protocol.kafka_task_process import SINK
+from tests.commit_protocol.kafka_task_process import SINK, sink_named
 from tests.txn_wire.serve_process import ServeProcess, start_serve
 from txn_log.errors import InvalidTxnStateError
 from txn_log.log import Log
@@ -109,10 +109,18 @@ def test_a_task_commit_behind_an_open_ledger_transaction_is_found_once_the_lso_p
 def test_a_ledger_held_back_too_long_fails_the_lookup_clearly(
     served: ServeProcess, backend: KafkaBackend
 ) -> None:
+    """Another application's transaction (its first record no ledger record: never fenced)
+    stays open over a record of the key looked up: that lookup fails after its timeout,
+    naming the offsets; a lookup of any other key answers at once (issue 29 item 2)."""
     backend.last_committed_batch("nobody")
     impatient = KafkaBackend(backend.cluster, ledger_topic=backend.ledger_topic, timeout_s=2)
     other = holder(served, backend.ledger_topic)
+    pending = LedgerRecord(SINK.sink_id, 0, 0, ("x",))
+    other.produce(backend.ledger_topic, pending.value(), pending.key, partition=0)
+    other.flush(30)
     try:
+        assert not impatient.task_committed("another-sink", 0, 0)
+        assert not impatient.is_batch_committed(SINK.sink_id, 0)
         with pytest.raises(InvalidTxnStateError, match=r"last stable offset stayed at 0.*open"):
             impatient.task_committed(SINK.sink_id, 0, 0)
     finally:
@@ -144,12 +152,18 @@ def test_the_lookup_finds_a_key_far_back_and_the_newest_record_of_a_key(
 
 
 def run_task_process(
-    served: ServeProcess, backend: KafkaBackend, *values: str, crash: str | None = None
+    served: ServeProcess,
+    backend: KafkaBackend,
+    *values: str,
+    crash: str | None = None,
+    sink: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLOG_CRASH")}
     if crash is not None:
         env["TXNLOG_CRASH_POINT"] = crash
     args = [served.bootstrap, backend.ledger_topic, out_topic(backend), "0", "0", *values]
+    if sink is not None:
+        args.insert(0, f"--sink={sink}")
     return subprocess.run(
         [sys.executable, "-m", "tests.commit_protocol.kafka_task_process", *args],
         cwd=ROOT,
@@ -227,3 +241,55 @@ def _committed(
     assert transaction is not None
     transaction.write(TopicPartition(out_topic(backend), 0), _rows(value))
     return protocol.prepare_task(transaction, 0, task, 0)
+
+
+def _commit_task(
+    protocol: SinkCommitProtocol, topic: str, batch: int, task: int, value: str
+) -> TaskCommit:
+    transaction = protocol.begin_task(batch, task)
+    assert transaction is not None, f"task {task} of batch {batch} was skipped"
+    transaction.write(TopicPartition(topic, 0), _rows(value))
+    return protocol.prepare_task(transaction, batch, task, 0)
+
+
+def test_a_task_killed_inside_its_transaction_blocks_no_other_sink(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    """Issue 29 item 2 (C-24, B-03, B-05): sink A's task SIGKILLed between its ledger record and
+    its commit leaves its transaction open, holding the shared ledger partition's LSO for its
+    transaction.timeout.ms (900 s). Sink B, on the same ledger, runs three whole batches
+    meanwhile with a 5 s lookup timeout: none of its lookups waits for A's transaction (no
+    record of B's keys that could change the answer lies in the unstable range). A retry of
+    B's last task, whose own ledger record now lies behind A's open transaction, fences A's
+    gone writer after ``zombie_after_s`` instead of waiting 900 s, and is skipped; A's own
+    retry then commits its rows exactly once."""
+    killed = run_task_process(served, backend, "a", crash="kafka_task.before_commit", sink="A")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    ledger = TopicPartition(backend.ledger_topic, 0)
+    with Log.open(served.path) as log:  # A's ledger record is there, its transaction open
+        held = len(log.consumer("read_uncommitted").read(ledger, 0))
+        assert len(log.consumer("read_committed").read(ledger, 0)) < held
+    b_topic = out_topic(backend) + "-b"
+    backend.create_topic(b_topic, 1)
+    impatient = KafkaBackend(backend.cluster, ledger_topic=backend.ledger_topic, timeout_s=5)
+    other = SinkCommitProtocol(impatient, sink_named("B"))
+    try:
+        for batch in range(3):
+            message = _commit_task(other, b_topic, batch, 0, f"b{batch}")
+            assert other.commit(batch, [message], offsets=[])
+    finally:
+        impatient.close()
+    assert committed_values(served, b_topic) == [b"b0", b"b1", b"b2"]
+    with Log.open(served.path) as log:  # A's transaction still holds the ledger back
+        assert len(log.consumer("read_committed").read(ledger, 0)) < held
+    fencing = KafkaBackend(
+        backend.cluster, ledger_topic=backend.ledger_topic, timeout_s=30, zombie_after_s=1
+    )
+    try:
+        assert SinkCommitProtocol(fencing, sink_named("B")).begin_task(2, 0) is None
+    finally:
+        fencing.close()
+    retry = run_task_process(served, backend, "a", sink="A")
+    assert retry.stdout.split() == ["committed"], retry.stderr
+    assert committed_values(served, out_topic(backend)) == [b"a"]
+    assert committed_values(served, b_topic) == [b"b0", b"b1", b"b2"]
