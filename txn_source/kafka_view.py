@@ -13,7 +13,7 @@
 - ``topic_id``: the topic's id (KIP-516) from the AdminClient's ``describe_topics``
   (``topic_id_of``), so that a read task planned on a topic that is deleted and re-created
   before it runs notices it and never reads the new topic's records (issue 29 item 3). A
-  cluster that reports no ids (the zero UUID: ``txnlog serve`` today, brokers before 2.8)
+  cluster that reports no ids (the zero UUID: brokers before 2.8)
   gives None: then a re-created topic is noticed only when its offsets went back
   (``planning``: data loss).
 

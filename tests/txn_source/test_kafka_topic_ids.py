@@ -5,9 +5,9 @@ reported (AdminClient ``describe_topics``, KIP-516); the task checks it before a
 reads. A changed id is data loss: ``OffsetOutOfRangeError`` under ``failOnDataLoss=true``, a
 warning and nothing read under ``false``.
 
-Against a server that reports topic ids (``topic_id_serve``: ``txnlog serve`` with its
-Metadata answer completed, as Kafka brokers since 2.8 answer) and against ``txnlog serve``
-itself, which reports none (the zero UUID): then tasks carry no id, as before.
+Against ``txnlog serve``, which reports topic ids as Kafka brokers since 2.8 do, and against
+a server answering as an older broker, with none (the zero UUID: ``old_broker_serve``): then
+tasks carry no id, as before.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 
 from offsets.admission import AdmissionLimit
 from tests.txn_source.kafka_served import send
-from tests.txn_source.topic_id_serve import start_topic_id_serve
+from tests.txn_source.old_broker_serve import start_old_broker_serve
 from tests.txn_wire.serve_process import ServeProcess, start_serve
 from txn_log.errors import OffsetOutOfRangeError
 from txn_log.log import Log
@@ -34,7 +34,7 @@ from txn_source.stream_planner import StreamPlanner
 def with_ids(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     path = tmp_path_factory.mktemp("topic-ids") / "log"
     Log.open(path).close()
-    server = start_topic_id_serve(path)
+    server = start_serve(path)
     try:
         yield server
     finally:
@@ -45,7 +45,7 @@ def with_ids(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]
 def without_ids(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     path = tmp_path_factory.mktemp("no-topic-ids") / "log"
     Log.open(path).close()
-    server = start_serve(path)
+    server = start_old_broker_serve(path)
     try:
         yield server
     finally:
@@ -113,7 +113,7 @@ def test_a_task_planned_before_its_topic_was_recreated_never_reads_the_new_recor
 def test_a_cluster_reporting_no_topic_ids_plans_tasks_without_one(
     without_ids: ServeProcess,
 ) -> None:
-    """``txnlog serve`` answers Metadata with the zero UUID (no id): the source takes that
+    """A broker before 2.8 answers Metadata with the zero UUID (no id): the source takes that
     for "unknown", plans tasks without an id and reads them as before; a re-created topic is
     then noticed only when its offsets went back (``data_loss``)."""
     topic = f"t-{uuid.uuid4().hex[:8]}"

@@ -269,3 +269,23 @@ def test_metadata_names_unknown_topics_and_flags_internal_ones(server: ServeProc
     assert missing.error is not None
     assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     consumer.close()
+
+
+def test_metadata_reports_each_topics_id_KIP516(server: ServeProcess) -> None:
+    """Metadata v10+ carries the engine's topic id (Kafka's printed form decoded to its 16
+    bytes), so that clients tell a re-created topic from the one they knew; before, the nil
+    UUID."""
+    import base64
+    import uuid
+
+    from tests.txn_wire.wire_clients import RawClient
+
+    client = RawClient(server.port)
+    answer = client.request(3, 12, {"topics": [{"name": "orders", "topic_id": None}]})
+    client.close()
+    (topic,) = answer["topics"]
+    with Log.open(server.path, read_only=True) as log:
+        printed = log.partition_reader(TopicPartition("orders", 0)).topic_id
+    assert printed is not None
+    assert topic["topic_id"] == uuid.UUID(bytes=base64.urlsafe_b64decode(printed + "=="))
+    assert topic["topic_id"] != uuid.UUID(int=0)
