@@ -66,7 +66,9 @@ def holder(served: ServeProcess, topic: str) -> Producer:
     producer = Producer({"bootstrap.servers": served.bootstrap, "transactional.id": "holder"})
     producer.init_transactions(30)
     producer.begin_transaction()
-    producer.produce(topic, b"not a ledger record", partition=0)
+    # keyed: the ledger topic is compacted, which refuses a record without a key (Kafka's
+    # "Compacted topic cannot accept message without key", INVALID_RECORD)
+    producer.produce(topic, b"not a ledger record", key=b"holder", partition=0)
     producer.flush(30)
     return producer
 
