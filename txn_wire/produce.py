@@ -42,9 +42,11 @@ _BATCH_OVERHEAD = 12  # base offset and the length field itself
 _ATTRIBUTES = struct.Struct(">h")
 
 
-def split_batches(records: bytes) -> list[bytes]:
-    """The record batches of a Produce partition's records, by their length fields;
+def split_batches(records: bytes) -> list[memoryview]:
+    """The record batches of a Produce partition's records, by their length fields, as views
+    of ``records`` (no copy: the append copies each batch once, into the bytes it writes);
     CorruptRecordError when one is cut short or the data holds none."""
+    view = memoryview(records)
     batches = []
     position = 0
     while position < len(records):
@@ -54,7 +56,7 @@ def split_batches(records: bytes) -> list[bytes]:
         end = position + _BATCH_OVERHEAD + length
         if length <= 0 or end > len(records):
             raise CorruptRecordError(f"a batch at byte {position} declares {length} bytes")
-        batches.append(records[position:end])
+        batches.append(view[position:end])
         position = end
     if not batches:
         raise CorruptRecordError("the produce request holds no record batch")
@@ -101,7 +103,7 @@ def _without_transactional_id(body: Plain) -> TxnLogError | None:
     return None
 
 
-def _is_transactional(batch: bytes) -> bool:
+def _is_transactional(batch: memoryview) -> bool:
     """The transactional bit of a batch's attributes (F-13), read without judging the rest of
     the header: whatever else is wrong with the batch, its partition answers it."""
     if len(batch) < HEADER_SIZE:

@@ -22,7 +22,7 @@ Pure functions, thread-safe.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,12 +31,12 @@ from txn_log.record.batch_header import HEADER_SIZE, BatchHeader, Compression
 from txn_log.record.columnar_decode import MIN_RECORD_SIZE, headers_column, record_layout
 from txn_log.record.compression import MAX_RECORDS_BYTES, decompress
 
-Buffer = bytes | bytearray | memoryview
+_Batch = TypeVar("_Batch", bytes, bytearray)
 
 
 def records_section(
-    batch: bytes, header: BatchHeader, max_size: int = MAX_RECORDS_BYTES
-) -> tuple[bytes, int]:
+    batch: _Batch, header: BatchHeader, max_size: int = MAX_RECORDS_BYTES
+) -> tuple[_Batch | bytes, int]:
     """``(buffer, position)`` of a whole batch's uncompressed records, which run from
     ``position`` to the buffer's end. A compressed section is inflated to at most ``max_size``
     bytes (``RecordTooLargeError`` beyond); an unknown codec raises
@@ -68,7 +68,11 @@ class RecordsSummary:
 
 
 def check_records(
-    batch: bytes, header: BatchHeader, max_size: int = MAX_RECORDS_BYTES, *, stored: bool = False
+    batch: _Batch,
+    header: BatchHeader,
+    max_size: int = MAX_RECORDS_BYTES,
+    *,
+    stored: bool = False,
 ) -> RecordsSummary:
     """Walk every record of a whole batch (its CRC already checked): the checks above.
     Raises CorruptRecordError, InvalidRecordError or RecordTooLargeError; changes nothing.

@@ -40,6 +40,8 @@ HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.bina
 HEADERS_TYPE = pa.list_(HEADER_TYPE)
 MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value lengths, count
 Headers = tuple[tuple[str, bytes | None], ...]
+Records = bytes | bytearray
+"""A records section: the client's bytes as the append holds them, or decoded from a file."""
 
 # --- finding the records --------------------------------------------------------------------
 
@@ -64,7 +66,7 @@ def _build_length_steps() -> list[list[int]]:
 _LENGTH_STEPS = _build_length_steps()
 
 
-def _fast_starts(data: bytes, position: int, end: int, count: int) -> list[int] | None:
+def _fast_starts(data: Records, position: int, end: int, count: int) -> list[int] | None:
     """Record starts via the step table, or None when any length needs the exact loop.
 
     The one sequential step of decoding (F-18: a record's start depends on the previous
@@ -81,7 +83,7 @@ def _fast_starts(data: bytes, position: int, end: int, count: int) -> list[int] 
     return starts if position == end else None
 
 
-def _exact_starts(data: bytes, position: int, end: int, count: int) -> list[int]:
+def _exact_starts(data: Records, position: int, end: int, count: int) -> list[int]:
     """Record starts, decoding each length varint fully; names the first bad record."""
     starts = []
     for index in range(count):
@@ -123,7 +125,7 @@ def _varints(buf: Any, pairs: Any, positions: Any, max_bytes: int) -> tuple[Any,
 
 
 def _record_bounds(
-    data: bytes, buf: Any, pairs: Any, position: int, end: int, count: int
+    data: Records, buf: Any, pairs: Any, position: int, end: int, count: int
 ) -> tuple[Any, Any]:
     """``(body_starts, ends)``: where each record's attributes byte sits and where it ends."""
     fast = _fast_starts(data, position, end, count)
@@ -141,7 +143,7 @@ def _record_bounds(
     return starts + size, ends
 
 
-def record_layout(data: bytes, position: int, end: int, count: int) -> RecordLayout:
+def record_layout(data: Records, position: int, end: int, count: int) -> RecordLayout:
     """Decode the fields of all records at once; positions are unchecked until the caller
     compares ``headers_start`` (plus headers) with ``ends`` (F-18)."""
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -221,7 +223,7 @@ def key_value_columns(data: Any, layout: RecordLayout) -> tuple[Any, Any]:
     return both.slice(0, count), both.slice(count, count)
 
 
-def read_headers(data: bytes, position: int, count: int, end: int) -> tuple[Headers, int]:
+def read_headers(data: Records, position: int, count: int, end: int) -> tuple[Headers, int]:
     """``count`` headers from ``position`` (F-24); keys decode as UTF-8 with replacement."""
     headers = []
     for _ in range(count):
@@ -230,17 +232,17 @@ def read_headers(data: bytes, position: int, count: int, end: int) -> tuple[Head
             raise CorruptRecordError(f"header key length {key_length} at position {position}")
         key = data[position : position + key_length].decode("utf-8", errors="replace")
         value_length, position = decode_varint(data, position + key_length)
-        value = None
+        value: bytes | None = None
         if value_length >= 0:
             if position + value_length > end:
                 raise CorruptRecordError(f"header value length {value_length} overruns record")
-            value = data[position : position + value_length]
+            value = bytes(data[position : position + value_length])
             position += value_length
         headers.append((key, value))
     return tuple(headers), position
 
 
-def headers_column(data: bytes, layout: RecordLayout) -> Any:
+def headers_column(data: Records, layout: RecordLayout) -> Any:
     """The headers column; the slow per-record path runs only if some record has headers."""
     counts = layout.header_count
     if not counts.any():

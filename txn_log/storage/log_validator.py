@@ -124,7 +124,7 @@ def _check_records(
     compacted topic's key rule."""
     limit = records_limit(config.max_message_bytes)
     try:
-        summary = check_records(bytes(batch), header, limit)
+        summary = check_records(batch, header, limit)
     except TxnLogError as error:
         raise type(error)(f"{topic_partition}: {error}") from None
     if config.compact and summary.null_keys:
