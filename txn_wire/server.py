@@ -11,7 +11,8 @@
   the log.
 - One request at a time per connection, answered in order (Kafka's ordering guarantee);
   connections run concurrently. Engine calls run on worker threads (``asyncio.to_thread``),
-  so a slow fsync or a held partition lock never stalls the event loop.
+  so a slow fsync or a held partition lock never stalls the event loop; so does the decoding
+  of a frame over 64 KiB, so that a large one stalls no other connection.
 - Fetch long-polls: answered once ``min_bytes`` of records are there, or ``max_wait`` has
   passed, looking at the partitions' ends every ``fetch_poll_interval_ms``; other processes
   append to the directory without telling us, so looking is the only way to learn of it.
@@ -69,6 +70,9 @@ from txn_wire.transactions import (
 
 logger = logging.getLogger(__name__)
 WORKER_THREADS = 32
+DECODE_ON_LOOP_MAX_BYTES = 64 * 1024
+"""Frames larger than this are decoded on a worker thread: a large request (one with millions
+of partition indexes takes seconds to decode) must not stall every other connection."""
 
 _client_reader: contextvars.ContextVar[asyncio.StreamReader] = contextvars.ContextVar("reader")
 """The connection a request came on (each connection task has its own context)."""
@@ -306,7 +310,10 @@ class WireServer:
                 return encode_response(api_key, 0, correlation_id, body)
             raise MalformedRequestError(f"api key {api_key} version {api_version} unsupported")
         auth.check_allowed(api_key)
-        request = decode_request(frame)
+        if len(frame) > DECODE_ON_LOOP_MAX_BYTES:  # a big frame decodes off the event loop
+            request = await asyncio.to_thread(decode_request, frame)
+        else:
+            request = decode_request(frame)
         answer = await self._answer(request, address, auth)
         if answer is None:
             return None
