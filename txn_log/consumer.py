@@ -74,15 +74,22 @@ class ReadPlan:
             return []
         first = self.start if start is None else start
         last = self.end if end is None else end
-        if first >= last:
-            return []
-        aborted = self.reader.collect_aborted_txns(first, last)
-        if not self.reader.is_current():
-            raise UnknownTopicIdError(
-                f"{self.reader.topic_partition}: the topic was deleted while offsets "
-                f"[{first}, {last}) were being read"
-            )
-        return aborted
+        return collect_aborted_txns(self.reader, first, last)
+
+
+def collect_aborted_txns(reader: PartitionReader, start: int, end: int) -> list[AbortedTxn]:
+    """The aborted transactions of ``reader``'s partition intersecting ``[start, end)`` (B-12
+    step 4); UnknownTopicIdError when the partition was deleted (or re-created) while they
+    were collected: its index may have gone with it."""
+    if start >= end:
+        return []
+    aborted = reader.collect_aborted_txns(start, end)
+    if not reader.is_current():
+        raise UnknownTopicIdError(
+            f"{reader.topic_partition}: the topic was deleted while offsets [{start}, {end}) "
+            "were being read"
+        )
+    return aborted
 
 
 @dataclass
@@ -144,6 +151,17 @@ class Consumer:
             high_watermark,
             last_stable,
         )
+
+    def aborted_txns(
+        self, topic_partition: TopicPartition, start_offset: int, end_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a read of ``[start_offset, end_offset)`` planned now must
+        filter (none under read_uncommitted), as ``ReadPlan.aborted_txns``; for a driver that
+        planned the range itself (the Spark source), whose executors read it later."""
+        if self.isolation_level is not IsolationLevel.READ_COMMITTED:
+            return []
+        reader = self._log.partition_reader(topic_partition)
+        return collect_aborted_txns(reader, start_offset, end_offset)
 
     def _plan_end(self, reader: PartitionReader) -> tuple[int, int, int]:
         """(readable end, LSO, high watermark), read in that order: LSO ≤ high watermark."""

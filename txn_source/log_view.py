@@ -87,17 +87,16 @@ class LogView:
     # --- transactions ----------------------------------------------------------------------------
 
     def aborted_txns(self, offset_range: OffsetRange) -> tuple[AbortedTxn, ...]:
-        """Aborted transactions overlapping the range, from the engine's read plan (the one
-        every reader uses, ``Consumer.read_plan``); none under read_uncommitted, which
-        delivers aborted records too.
+        """Aborted transactions overlapping the range, as the engine's read plan collects
+        them (``Consumer.aborted_txns``, the rule every reader uses); none under
+        read_uncommitted, which delivers aborted records too.
 
         When the topic is deleted or re-created while they are collected, none: the range's
         ``topic_id`` (asked first, ``planning``) is then not the topic's any more, and the
         executor reports the partition gone instead of reading it (``partition``)."""
         tp = offset_range.topic_partition
         try:
-            plan = self._consumer.read_plan(tp, offset_range.start, offset_range.end)
-            return tuple(plan.aborted_txns(offset_range.start, offset_range.end))
+            return tuple(self._consumer.aborted_txns(tp, offset_range.start, offset_range.end))
         except UnknownTopicIdError:
             return ()
 

@@ -21,7 +21,8 @@ from commit_protocol.kafka_ledger import LedgerRecord
 from commit_protocol.messages import TaskCommit
 from datasource_options.location import KafkaCluster
 from tests.commit_protocol.kafka_task_process import SINK, sink_named
-from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_source.kafka_served import serving_a_new_log
+from tests.txn_wire.serve_process import ServeProcess
 from txn_log.errors import InvalidTxnStateError
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
@@ -32,13 +33,8 @@ _names = iter(range(10_000))
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    path = tmp_path_factory.mktemp("kafka-backend") / "log"
-    Log.open(path).close()
-    server = start_serve(path)
-    try:
+    with serving_a_new_log(tmp_path_factory, "kafka-backend") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

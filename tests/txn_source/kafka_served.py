@@ -5,7 +5,9 @@ process, confluent-kafka clients). Each test works on its own topic."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -14,15 +16,27 @@ from tests.txn_wire.serve_process import ServeProcess, start_serve
 from txn_log.log import Log
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    path = tmp_path_factory.mktemp("served") / "log"
+@contextmanager
+def serving_a_new_log(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    start: Callable[[Path], ServeProcess] = start_serve,
+) -> Iterator[ServeProcess]:
+    """A server (``start``: ``txnlog serve`` by default) over a new empty log, stopped by its
+    pid when the block ends."""
+    path = tmp_path_factory.mktemp(name) / "log"
     Log.open(path).close()
-    server = start_serve(path)
+    server = start(path)
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    with serving_a_new_log(tmp_path_factory, "served") as server:
+        yield server
 
 
 @pytest.fixture

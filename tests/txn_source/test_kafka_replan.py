@@ -80,6 +80,14 @@ class SparkLikeBatch:
             transaction.write(TopicPartition(self.out, 0), batch.select(["key", "value"]))
         return self.protocol.prepare_task(transaction, 0, task, 0)
 
+    def rerun(self, again: StreamPlanner, start: Any, end: Any) -> None:
+        """The restarted driver: batch 0 planned again from the same positions, every task
+        run, the batch committed."""
+        replanned = again.plan(start, end)
+        again.close()
+        messages = [self.run_task(i, task) for i, task in enumerate(replanned)]
+        assert self.protocol.commit(0, messages)
+
     def close(self) -> None:
         self.backend.close()
 
@@ -112,11 +120,7 @@ def test_a_topic_deleted_before_the_rerun_shifts_no_task(
     try:
         assert batch.run_task(0, tasks[0]).committed  # then the driver dies
         log.delete_topic(ta)
-        again = planner(served, [ta, tb, tc])
-        replanned = again.plan(start, end)
-        again.close()
-        messages = [batch.run_task(i, task) for i, task in enumerate(replanned)]
-        assert batch.protocol.commit(0, messages)
+        batch.rerun(planner(served, [ta, tb, tc]), start, end)
     finally:
         batch.close()
     assert output(log, out) == Counter(values(ta, 5) + values(tb, 5) + values(tc, 5))
@@ -152,11 +156,7 @@ def test_a_log_start_moved_before_the_rerun_shifts_no_task(
         assert log.partition_log(tp).delete_old_segments()
         log_start = log.partition_log(tp).log_start_offset
         assert 6 < log_start < 12
-        again = planner(served, [ta, tb], minPartitions="4")
-        replanned = again.plan(start, end)
-        again.close()
-        messages = [batch.run_task(i, task) for i, task in enumerate(replanned)]
-        assert batch.protocol.commit(0, messages)
+        batch.rerun(planner(served, [ta, tb], minPartitions="4"), start, end)
     finally:
         batch.close()
     # ta's values sit at even offsets (a commit marker after each): value i at offset 2 i

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 import pytest
 
 from offsets.admission import AdmissionLimit
-from tests.txn_source.kafka_served import send
+from tests.txn_source.kafka_served import send, serving_a_new_log
 from tests.txn_source.old_broker_serve import start_old_broker_serve
-from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_wire.serve_process import ServeProcess
 from txn_log.errors import OffsetOutOfRangeError
 from txn_log.log import Log
 from txn_source.kafka_partition import KafkaInputPartition, read_kafka_partition
@@ -32,24 +32,14 @@ from txn_source.stream_planner import StreamPlanner
 
 @pytest.fixture(scope="module")
 def with_ids(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    path = tmp_path_factory.mktemp("topic-ids") / "log"
-    Log.open(path).close()
-    server = start_serve(path)
-    try:
+    with serving_a_new_log(tmp_path_factory, "topic-ids") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 def without_ids(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    path = tmp_path_factory.mktemp("no-topic-ids") / "log"
-    Log.open(path).close()
-    server = start_old_broker_serve(path)
-    try:
+    with serving_a_new_log(tmp_path_factory, "no-topic-ids", start_old_broker_serve) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def plan(served: ServeProcess, topic: str) -> list[KafkaInputPartition]:
