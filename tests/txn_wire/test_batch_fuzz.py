@@ -61,7 +61,7 @@ records_strategy = st.lists(
                  max_size=2),
     ),
     min_size=1,
-    max_size=6,
+    max_size=24,  # both walks of the validator: record by record up to 16, numpy above
 )  # fmt: skip
 
 

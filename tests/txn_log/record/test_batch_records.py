@@ -1,0 +1,69 @@
+"""The validator's two walks of a records section agree (issue 24): record by record for small
+batches (``_walk_records``), all at once with numpy above ``SMALL_BATCH_RECORDS``
+(``record_layout``). On any records section, well formed or mutated, both accept it with the
+same offset deltas and keyless count, or both refuse it with the same kind of error (F-16..F-19,
+F-24)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from txn_log.errors import CorruptRecordError, InvalidRecordError, TxnLogError
+from txn_log.record.batch_header import HEADER_SIZE
+from txn_log.record.batch_records import SMALL_BATCH_RECORDS, _walk_records
+from txn_log.record.codec import encode_records
+from txn_log.record.columnar_decode import headers_column, record_layout
+
+NOW = 1_700_000_000_000
+
+records = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=10)),
+        st.one_of(st.none(), st.binary(max_size=300)),
+        st.lists(
+            st.tuples(st.text(max_size=4), st.one_of(st.none(), st.binary(max_size=4))),
+            max_size=2,
+        ),
+    ),
+    min_size=1,
+    max_size=2 * SMALL_BATCH_RECORDS,
+)
+
+
+def numpy_walk(data: bytes, count: int) -> tuple[list[int], int]:
+    layout = record_layout(data, HEADER_SIZE, len(data), count)
+    headers_column(data, layout)
+    deltas = [int(d) for d in layout.offset_delta]
+    return deltas, int(np.count_nonzero(layout.key_length < 0))
+
+
+def outcome(walk, data: bytes, count: int):  # type: ignore[no-untyped-def]
+    try:
+        return walk(data, count)
+    except (CorruptRecordError, InvalidRecordError) as error:
+        return type(error)
+    except TxnLogError as error:  # any other kind is a failure of this test
+        pytest.fail(f"{type(error).__name__}: {error}")
+
+
+@settings(max_examples=400, deadline=None)
+@given(records, st.data())
+def test_both_walks_agree_on_any_records_section(
+    shapes: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    data: st.DataObject,
+) -> None:
+    batch = bytearray(encode_records([(k, v, NOW, tuple(h)) for k, v, h in shapes], now_ms=NOW))
+    count = len(shapes)
+    for _ in range(data.draw(st.integers(0, 3))):  # mutate a few bytes of the records
+        at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
+        batch[at] = data.draw(st.integers(0, 255))
+    count += data.draw(st.sampled_from([0, 0, 0, -1, 1]))  # sometimes a wrong count
+    if count < 1:
+        return
+    section = bytes(batch)
+    by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
+    at_once = outcome(numpy_walk, section, count)
+    assert by_record == at_once
