@@ -333,7 +333,13 @@ class PartitionLog(PartitionReader):
             return None
         append_info = self.producer_state.prepare_update(header.producer_id, origin)
         append_info.append_data_batch(header, base_offset=self._end_offset)
-        starts = bool(append_info.started_transactions())
+        before = append_info.current_entry
+        joins_under_another_epoch = (
+            header.is_transactional
+            and before.current_txn_first_offset is not None
+            and before.producer_epoch != header.producer_epoch
+        )  # a newer epoch's batch would otherwise join the old instance's open transaction
+        starts = bool(append_info.started_transactions()) or joins_under_another_epoch
         if starts and self.verifies_transactions and not transaction_verified:
             raise TransactionNotVerifiedError(
                 f"{self.topic_partition}: producer {header.producer_id} epoch "

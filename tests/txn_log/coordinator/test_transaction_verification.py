@@ -130,3 +130,23 @@ def test_kip360_expected_producer_is_checked_under_the_coordinators_lock(log: Lo
         coordinator.init_producer_id("k", 60_000, expected=(producer_id + 1, epoch + 1))
     # an unknown transactional id: nothing to be fenced by (Kafka: a new mapping)
     assert coordinator.init_producer_id("new", 60_000, expected=(123, 4))[1] == 0
+
+
+def test_a_newer_epochs_batch_cannot_join_an_open_transaction_unverified(log: Log) -> None:
+    """A batch of the producer id at a newer epoch, while the current instance's transaction
+    is open in the partition, would join that transaction in the partition's producer state:
+    it must be verified like a start (the coordinator knows no such epoch: fenced)."""
+    producer = log.producer(transactional_id="t")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", b"open", partition=0)
+    producer.flush()
+    newer = txn_batch(producer.producer_id, producer.producer_epoch + 1, value=b"forged")
+    end = log.partition_reader(OUT0).log_end_offset
+    with pytest.raises(InvalidTxnStateError, match="KIP-890"):
+        log.partition_log(OUT0).append(newer)
+    with pytest.raises(ProducerFencedError):
+        append_client_batch(log.coordinator, log.partition_log(OUT0), newer, transactional_id="t")
+    assert log.partition_reader(OUT0).log_end_offset == end
+    producer.commit_transaction()
+    assert [r.value for r in log.consumer().read(OUT0, 0)] == [b"open"]
