@@ -165,13 +165,12 @@ class Consumer:
 
     def _plan_end(self, reader: PartitionReader) -> tuple[int, int, int]:
         """(readable end, LSO, high watermark), read in that order: LSO ≤ high watermark."""
-        if self.isolation_level is IsolationLevel.READ_COMMITTED:
+        committed = self.isolation_level is IsolationLevel.READ_COMMITTED
+        if committed:
             self._coordinator.maybe_abort_timed_out()
-            last_stable = reader.last_stable_offset
-            high_watermark = reader.high_watermark
-            return last_stable, last_stable, high_watermark
-        high_watermark = reader.high_watermark
-        return high_watermark, reader.last_stable_offset, high_watermark
+        last_stable = reader.last_stable_offset
+        high_watermark = reader.high_watermark  # after: appends only move both up
+        return (last_stable if committed else high_watermark), last_stable, high_watermark
 
     def start_offset(self, topic_partition: TopicPartition) -> int:
         """First offset still in the log (inclusive)."""

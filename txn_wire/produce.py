@@ -32,6 +32,7 @@ from txn_log.coordinator.transactional_append import append_client_batch
 from txn_log.errors import CorruptRecordError, TransactionalIdAuthorizationError, TxnLogError
 from txn_log.record.batch_header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchAttributes
 from txn_log.storage.group_sync import flush_all
+from txn_log.storage.log_validator import validate_client_batch
 from txn_log.storage.partition_log import PartitionLog
 from txn_wire.broker import Broker, error_code, topic_partition
 from txn_wire.codec import Plain, Request
@@ -133,11 +134,15 @@ def _produce_partition(
     try:
         tp = topic_partition(topic, data["index"])
         plog = broker.partition_log(tp)
+        batches = split_batches(records or b"")  # at least one batch, or it raises
+        if len(batches) > 1:  # all of a partition's batches are valid, or none is appended
+            for batch in batches:
+                validate_client_batch(tp, plog.config, bytearray(batch))
         results = [
             append_client_batch(
                 broker.log.coordinator, plog, batch, transactional_id=transactional_id
             )
-            for batch in split_batches(records or b"")  # at least one batch, or it raises
+            for batch in batches
         ]
         written.append(plog)
         first = results[0]

@@ -100,3 +100,16 @@ def test_a_decompression_bomb_is_refused_and_the_servers_memory_stays_bounded(
     assert after - before < 300 * 1024
     assert produce(client, batch([b"still serving"]))["error_code"] == 0
     client.close()
+
+
+def test_a_bad_batch_after_a_good_one_in_a_partition_writes_neither(served: ServeProcess) -> None:
+    """A partition's records are all valid or none is appended: answering an error for a
+    partition whose first batch was written would make a client resend it (a duplicate)."""
+    from tests.hostile_batches import good_batch, with_header
+
+    client = RawClient(served.port)
+    before = directory_bytes(served.path, content_only=True)
+    bad = with_header(good_batch([b"x", b"y"]), last_offset_delta=-1)
+    assert produce(client, good_batch([b"first"]) + bad)["error_code"] == 87
+    assert directory_bytes(served.path, content_only=True) == before
+    client.close()
