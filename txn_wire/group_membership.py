@@ -17,6 +17,7 @@ import concurrent.futures
 from txn_log.errors import (
     FencedInstanceIdError,
     IllegalGenerationError,
+    RetriableError,
     TxnLogError,
     UnknownMemberIdError,
 )
@@ -54,11 +55,16 @@ class LoopMembership:
             )
             answer.set_result(code)
 
-        self._loop.call_soon_threadsafe(check)
-        code = answer.result(CHECK_TIMEOUT_S)
+        try:
+            self._loop.call_soon_threadsafe(check)
+            code = answer.result(CHECK_TIMEOUT_S)
+        except (RuntimeError, concurrent.futures.TimeoutError) as unanswered:  # closed, stuck
+            raise RetriableError(
+                f"group {group_id!r}: the group coordinator did not answer ({unanswered!r}); retry"
+            ) from unanswered
         if code != NONE:
-            error = _ERRORS.get(code, IllegalGenerationError)
-            raise error(
+            refusal = _ERRORS.get(code, IllegalGenerationError)
+            raise refusal(
                 f"group {group_id!r}: member {member.member_id!r} of generation "
                 f"{member.generation_id} may not commit offsets now (error {code}: a rebalance "
                 "gave its partitions to another member, KIP-447); nothing was written"
