@@ -232,7 +232,7 @@ def _primitive_walk(kafka_type: str, flexible: bool, where: str) -> tuple[Walk, 
     if kafka_type == "string":
         return _int16_string(where), 2, False
     if kafka_type in ("bytes", "records"):
-        return _int32_bytes(where), 4, False
+        return _legacy_bytes(where, _INT32, Encoding.INT32_LENGTH), 4, False
     raise SchemaWalkError(f"{where}: kafka_type {kafka_type!r} has no known bounds")
 
 
@@ -287,26 +287,23 @@ def _compact_bytes(where: str) -> Walk:
     return walk
 
 
+def _legacy_bytes(where: str, prefix: struct.Struct, encoding: Encoding) -> Walk:
+    """A legacy string (int16 length) or bytes / records (int32 length), -1 for null:
+    skipped by its length, never looked into."""
+    width = prefix.size
+
+    def walk(frame: bytes, pos: int, found: Found) -> int:
+        _need(frame, pos, width, where)
+        if found is not None:
+            found.append(LengthField(pos, width, encoding, where))
+        (length,) = prefix.unpack_from(frame, pos)
+        return pos + width if length == -1 else _skip(frame, pos + width, length, where)
+
+    return walk
+
+
 def _int16_string(where: str) -> Walk:
-    def walk(frame: bytes, pos: int, found: Found) -> int:
-        _need(frame, pos, 2, where)
-        if found is not None:
-            found.append(LengthField(pos, 2, Encoding.INT16_LENGTH, where))
-        (length,) = _INT16.unpack_from(frame, pos)
-        return pos + 2 if length == -1 else _skip(frame, pos + 2, length, where)
-
-    return walk
-
-
-def _int32_bytes(where: str) -> Walk:
-    def walk(frame: bytes, pos: int, found: Found) -> int:
-        _need(frame, pos, 4, where)
-        if found is not None:
-            found.append(LengthField(pos, 4, Encoding.INT32_LENGTH, where))
-        (length,) = _INT32.unpack_from(frame, pos)
-        return pos + 4 if length == -1 else _skip(frame, pos + 4, length, where)
-
-    return walk
+    return _legacy_bytes(where, _INT16, Encoding.INT16_LENGTH)
 
 
 def _compact_array(where: str, element: _Element, nullable: bool) -> Walk:

@@ -74,7 +74,6 @@ class RecordsSummary:
 
     records: int
     null_keys: int
-    uncompressed_bytes: int
 
 
 def check_records(
@@ -95,16 +94,16 @@ def check_records(
     check_count(header, end - position)
     count = header.records_count
     if count == 0:
-        return RecordsSummary(0, 0, 0)
+        return RecordsSummary(0, 0)
     if count <= SMALL_BATCH_RECORDS:  # numpy's fixed cost outweighs a loop over a few records
         deltas, null_keys = _walk_records(records, position, end, count)
         _check_offset_deltas(np.array(deltas, dtype=np.int64), header, stored=stored)
-        return RecordsSummary(count, null_keys, end - position)
+        return RecordsSummary(count, null_keys)
     layout = record_layout(records, position, end, count)
     headers_column(records, layout)  # every record's fields add up to its length (F-18)
     _check_offset_deltas(layout.offset_delta, header, stored=stored)
     null_keys = int(np.count_nonzero(layout.key_length < 0))
-    return RecordsSummary(count, null_keys, end - position)
+    return RecordsSummary(count, null_keys)
 
 
 def _walk_records(data: Records, position: int, end: int, count: int) -> tuple[list[int], int]:

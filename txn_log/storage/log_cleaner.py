@@ -301,17 +301,17 @@ class _Group:
             out.append(range_keeper(removed_last))
         return out
 
-    def txn_index(self, batches: list[bytes]) -> bytes | None:
+    def txn_index(self, headers: list[BatchHeader]) -> bytes | None:
         """The members' aborted-transaction index entries whose ABORT marker is among the
-        cleaned ``batches``, in order (None: the members had no index). An entry whose marker
-        the cleaner removed goes with it, as Kafka's cleaner rebuilds the index from the
-        markers it keeps (B-10, B-18): a reader handed such an entry would wait for that
-        producer's ABORT marker forever and drop its later committed batches (B-13)."""
+        cleaned batches (``headers``), in order (None: the members had no index). An entry
+        whose marker the cleaner removed goes with it, as Kafka's cleaner rebuilds the index
+        from the markers it keeps (B-10, B-18): a reader handed such an entry would wait for
+        that producer's ABORT marker forever and drop its later committed batches (B-13)."""
         parts = [_read_if_exists(m.segment.txn_index.path) for m in self.members]
         found = [part for part in parts if part is not None]
         if not found:
             return None
-        markers = {header.base_offset for header in map(parse_header, batches) if header.is_control}
+        markers = {header.base_offset for header in headers if header.is_control}
         entries = b"".join(found)
         entries = entries[: len(entries) - len(entries) % TXN_ENTRY.size]  # a torn last entry
         kept = [
@@ -478,8 +478,9 @@ def _clean_locked(
         # before the swap: no process may see a cleaned segment the horizon does not cover
         advance_horizon(directory, group.end, context.removed_end)
         base = group.members[0].segment.base_offset
-        size = write_cleaned(directory, base, batches, [parse_header(b) for b in batches],
-                             group.txn_index(batches), config.index_interval_bytes)  # fmt: skip
+        headers = [parse_header(b) for b in batches]
+        size = write_cleaned(directory, base, batches, headers, group.txn_index(headers),
+                             config.index_interval_bytes)  # fmt: skip
         context.charge(size)
         if _swap_in(partition, group, wait=wait):
             written.append(base)

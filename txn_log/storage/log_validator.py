@@ -64,12 +64,12 @@ def validate_client_batch(
     config: TopicConfig,
     batch: bytearray,
     *,
-    check_records: bool = True,
+    client: bool = True,
 ) -> BatchHeader:
     """The one full check of a batch before it is appended (step 1 above); raises
     CorruptRecordError, UnsupportedCompressionTypeError, InvalidRecordError or
-    RecordTooLargeError. ``check_records`` False (the coordinators' own batches, which the
-    engine encoded) skips the walk of the records and the sequence rule."""
+    RecordTooLargeError. ``client`` False (the coordinators' own batches, which the engine
+    encoded) skips the walk of the records and the sequence rule."""
     header = validate_batch(batch)
     _ = header.compression  # an unknown codec raises UnsupportedCompressionTypeError
     if header.is_control:
@@ -82,8 +82,8 @@ def validate_client_batch(
             f"{topic_partition}: batch of {len(batch)} bytes exceeds the topic's "
             f"max.message.bytes of {config.max_message_bytes} (F-09)"
         )
-    _check_header(topic_partition, header, client=check_records)
-    if check_records:
+    _check_header(topic_partition, header, client=client)
+    if client:
         _check_records(topic_partition, config, batch, header)
     return header
 

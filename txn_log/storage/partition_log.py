@@ -299,7 +299,7 @@ class PartitionLog(PartitionReader):
             check_client_append(self.topic_partition.topic)
         data = bytearray(batch)  # the bytes written: validated here, never the caller's again
         header = validate_client_batch(
-            self.topic_partition, self.config, data, check_records=origin is AppendOrigin.CLIENT
+            self.topic_partition, self.config, data, client=origin is AppendOrigin.CLIENT
         )
         with self._write_locked():
             self._catch_up()
