@@ -103,10 +103,16 @@ class _LogBounds:
         return self._topic_ids[tp.topic]
 
     def _of(self, tp: TopicPartition) -> tuple[int, int] | None:
-        """``(log start, log end)``; None when the partition is gone."""
+        """``(log start, log end)``; None when the partition is gone. The topic's id is taken
+        first: a topic re-created after it cannot lend its bounds to a task that names the
+        old id's successor, so the executor sees the change and reports it."""
         if tp not in self._known:
             view = self._view
-            self._known[tp] = (view.earliest(tp), view.log_end(tp)) if view.exists(tp) else None
+            if not view.exists(tp):
+                self._known[tp] = None
+            else:
+                self.topic_id(tp)
+                self._known[tp] = (view.earliest(tp), view.log_end(tp))
         return self._known[tp]
 
     def readable(self, options: SourceOptions, planned: OffsetRange) -> OffsetRange:

@@ -295,3 +295,37 @@ def test_a_batch_read_never_ends_inside_an_open_transaction(log: Log) -> None:
     reader = TxnLogBatchReader({"path": str(log.path), **dirty}, kafka_schema(False))
     assert values(reader.partitions()) == [b"c1", b"uncommitted"]
     pending.abort_transaction()
+
+
+def test_a_topic_recreated_while_its_tasks_are_planned_is_data_loss_not_new_records(
+    log: Log,
+) -> None:
+    """Issue 29 item 3 at planning time: the topic is deleted and re-created between the look
+    at its bounds and the end of planning. The task must name the topic id of the topic it
+    was planned on (taken before the bounds), so that the executor refuses the new topic's
+    records; taken after, it named the new topic and read new-0, new-1 as the planned range."""
+    from txn_source.log_view import LogView
+    from txn_source.planning import plan_input_partitions
+
+    class RecreatedMidPlan(LogView):
+        """A view over which another writer re-creates ``t`` as planning reads its bounds."""
+
+        recreated = False
+
+        def earliest(self, topic_partition: TopicPartition) -> int:
+            if not self.recreated:
+                self.recreated = True
+                log.delete_topic("t")
+                log.create_topic("t", partitions=2)
+                commit(log, "b", [b"new-0", b"new-1", b"new-2"])
+            return super().earliest(topic_partition)
+
+    commit(log, "a", [b"old-0", b"old-1"])
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    end = plan.latest_offset(start, AdmissionLimit())
+    with RecreatedMidPlan(str(log.path), plan.options.isolation_level) as view:
+        tasks = plan_input_partitions(view, plan.options, start, end)
+        assert view.recreated
+    with pytest.raises(OffsetOutOfRangeError, match="re-created"):
+        values([t for t in tasks if t.start < t.end])  # type: ignore[attr-defined]
