@@ -72,7 +72,7 @@ bench-history: setup
 ## Fewer: make longrun LONGRUN_SIZES=1000,20000
 LONGRUN_SIZES ?= 1000,100000
 longrun: setup
-	$(PY) -m integration.longrun_history --sizes $(LONGRUN_SIZES)
+	$(PY) -m bench.longrun_history --sizes $(LONGRUN_SIZES)
 
 ## soak: at least 50 random kills over at least 1,000,000 records (not part of make test)
 soak: setup

@@ -70,7 +70,7 @@ from pathlib import Path
 from tests.support import override_internal_config
 from txn_log.coordinator.transaction_coordinator import COORDINATOR_EPOCH, STATE_PARTITION
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
-from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.group.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.log import Log
 from txn_log.record.codec import encode_records
 from txn_log.record.control import ControlType
@@ -87,7 +87,7 @@ import sys, time
 t0 = time.perf_counter()
 c0 = time.process_time()
 from txn_log.log import Log
-from txn_log.log_manager import TOPICS_DIR, write_json_atomically
+from txn_log.log_dir.log_manager import TOPICS_DIR, write_json_atomically
 from txn_log.topic_partition import TopicPartition
 log = Log.open(sys.argv[1], housekeeping_interval_ms=None)
 producer = log.producer("task-0")

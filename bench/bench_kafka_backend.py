@@ -103,9 +103,7 @@ def main() -> None:
             for round_ in range(args.rounds + 1):  # round 0: the warm-up of each mode
                 for mode, bootstrap in (("embedded", None), ("kafka", server.bootstrap)):
                     name = f"out-{mode}-{round_}"
-                    seconds = run_query(
-                        spark, log_dir, work, name, args.max_per_trigger, bootstrap
-                    )
+                    seconds = run_query(spark, log_dir, work, name, args.max_per_trigger, bootstrap)
                     rows_out = committed_rows(log_dir, name)
                     rate = rows_in / seconds
                     check = "ok" if rows_out == rows_in else f"WRONG: {rows_out:,} rows out"

@@ -34,7 +34,7 @@ from txn_log.errors import (
     TxnLogError,
 )
 from txn_log.log import FORMAT_FILE, Log
-from txn_log.producer import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, Producer
+from txn_log.producer.producer import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, Producer
 from txn_log.topic_partition import TopicPartition
 
 _LOGS: OrderedDict[Path, Log] = OrderedDict()

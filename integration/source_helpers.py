@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from txn_log.log import Log
-from txn_log.producer import Producer
+from txn_log.producer.producer import Producer
 
 TOPIC = "t"
 

@@ -258,8 +258,7 @@ def test_kafka_mode_under_a_random_adversary(tmp_path: Path) -> None:
         for name, _ in QUERIES:
             log.create_topic(f"out-{name}", partitions=2)
     queries = [
-        Query(name, topics, tmp_path / name, rng.choice([None, 3, 6]))
-        for name, topics in QUERIES
+        Query(name, topics, tmp_path / name, rng.choice([None, 3, 6])) for name, topics in QUERIES
     ]
     world = World(log_dir, start_serve(log_dir, stderr=subprocess.DEVNULL), rng, queries)
     began = time.monotonic()

@@ -1,4 +1,4 @@
-"""The long run's correctness part (issue 14; ``integration/longrun_history.py``).
+"""The long run's correctness part (issue 14; ``bench/longrun_history.py``).
 
 A history of micro-batch commits driven through the sink's commit protocol under a real Spark
 query's identity, then that query restarted on the log in a fresh driver process: its output
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.longrun_history import RESTART_RECORDS, TASKS, long_run
+from bench.longrun_history import RESTART_RECORDS, TASKS, long_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

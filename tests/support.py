@@ -47,7 +47,7 @@ def override_internal_config(path: Path, overrides: dict[str, str]) -> None:
     (there is no alter-configs API), e.g. a lower ``segment.bytes`` so that a short run rolls
     them as a long history would. Only with no process holding the log open, right after its
     creation: every process that opens it later reads the new config."""
-    from txn_log.log_manager import TOPICS_DIR, write_json_atomically
+    from txn_log.log_dir.log_manager import TOPICS_DIR, write_json_atomically
     from txn_log.topic_config import INTERNAL_TOPICS
 
     for name in sorted(INTERNAL_TOPICS):

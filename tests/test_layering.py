@@ -136,7 +136,7 @@ def test_importing_the_engine_loads_no_spark_no_arrow_and_no_client() -> None:
         "import sys, txn_log; from txn_log import TopicPartition, TxnLogError, ConfigError; "
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'pyarrow', 'numpy', 'pyspark', 'py4j'} or m in "
-        "{'txn_log.log', 'txn_log.producer', 'txn_log.consumer'})))"
+        "{'txn_log.log', 'txn_log.producer.producer', 'txn_log.consumer.consumer'})))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
@@ -152,7 +152,7 @@ SPARK_WORDS = re.compile(r"spark|sink|batch_?id", re.IGNORECASE)
 FORMAT_MODULES = {
     "txn_log.coordinator.state_log_format",
     "txn_log.coordinator.atomic_commit_format",
-    "txn_log.coordinator.kafka_types",
+    "txn_log.coordinator.protocol_types",
 }
 """The coordinator's record formats: only the engine reads or writes those bytes."""
 
@@ -265,7 +265,7 @@ def test_only_the_engine_imports_the_coordinators_record_formats(package: str) -
 ENGINE = "txn_log"
 ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
-        "base",
+        "ground",
         frozenset(
             {
                 "txn_log.errors",
@@ -279,35 +279,12 @@ ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         ),
     ),
     ("record", frozenset({"txn_log.record"})),
-    (
-        "storage",
-        frozenset(
-            {
-                "txn_log.storage",
-                "txn_log.topic_config",
-                "txn_log.producer_id_manager",
-                "txn_log.housekeeping",
-                "txn_log.log_manager",
-            }
-        ),
-    ),
-    (
-        "coordinator and clients",
-        frozenset(
-            {
-                "txn_log.coordinator",
-                "txn_log.group_membership",
-                "txn_log.group_metadata",
-                "txn_log.group_offsets",
-                "txn_log.read_committed",
-                "txn_log.producer_record",
-                "txn_log.record_accumulator",
-                "txn_log.transaction_manager",
-                "txn_log.producer",
-                "txn_log.consumer",
-            }
-        ),
-    ),
+    # topic_config stays at the root: storage reads it and it reads record's header types
+    ("storage", frozenset({"txn_log.storage", "txn_log.topic_config"})),
+    ("log directory", frozenset({"txn_log.log_dir"})),
+    ("groups", frozenset({"txn_log.group"})),
+    ("coordinator", frozenset({"txn_log.coordinator"})),
+    ("clients", frozenset({"txn_log.producer", "txn_log.consumer"})),
     ("log facade", frozenset({"txn_log.log", "txn_log.log_metrics", "txn_log"})),
     ("cli", frozenset({"txn_log.cli"})),
 )
@@ -448,3 +425,15 @@ def test_engine_checker_sees_hidden_imports_and_circles(tmp_path: Path) -> None:
         "txn_log.storage.thing (storage) imports txn_log.log (log facade)",
     ]
     assert import_cycles(graph) == [["txn_log.log", "txn_log.storage.thing"]]
+
+
+def test_the_engine_tree_is_its_layers() -> None:
+    """The folders of ``txn_log`` are its layers' rooms: every sub-package is named whole in
+    ``ENGINE_LAYERS``, and every other name there is a loose module of the root."""
+    named = {name for _, names in ENGINE_LAYERS for name in names} - {ENGINE}
+    folders = {f"{ENGINE}.{path.parent.name}" for path in (ROOT / ENGINE).glob("*/__init__.py")}
+    loose = {f"{ENGINE}.{path.stem}" for path in (ROOT / ENGINE).glob("*.py")} - {
+        f"{ENGINE}.__init__"
+    }
+    assert folders <= named, "name each folder of txn_log in ENGINE_LAYERS"
+    assert named - folders == loose

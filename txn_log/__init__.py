@@ -70,18 +70,18 @@ from txn_log.errors import (
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from txn_log.consumer import ConsumerRecord
-    from txn_log.group_offsets import OffsetAndMetadata
+    from txn_log.consumer.consumer import ConsumerRecord
+    from txn_log.consumer.read_committed import IsolationLevel
+    from txn_log.group.group_offsets import OffsetAndMetadata
     from txn_log.log import Log
-    from txn_log.producer import RecordMetadata
-    from txn_log.read_committed import IsolationLevel
+    from txn_log.producer.producer import RecordMetadata
 
 _LAZY = {
     "Log": "txn_log.log",
-    "IsolationLevel": "txn_log.read_committed",
-    "OffsetAndMetadata": "txn_log.group_offsets",
-    "ConsumerRecord": "txn_log.consumer",
-    "RecordMetadata": "txn_log.producer",
+    "IsolationLevel": "txn_log.consumer.read_committed",
+    "OffsetAndMetadata": "txn_log.group.group_offsets",
+    "ConsumerRecord": "txn_log.consumer.consumer",
+    "RecordMetadata": "txn_log.producer.producer",
 }
 """Exports loaded on first use, by the module that defines them."""
 

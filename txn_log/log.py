@@ -22,22 +22,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from txn_log.clock import SYSTEM_CLOCK, Clock
-from txn_log.consumer import Consumer
+from txn_log.consumer.consumer import Consumer
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
-from txn_log.group_offsets import GroupOffsetStore, OffsetAndMetadata
-from txn_log.housekeeping import (
+from txn_log.group.group_offsets import GroupOffsetStore, OffsetAndMetadata
+from txn_log.log_dir.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
     HousekeepingPass,
 )
-from txn_log.log_manager import FORMAT_FILE as FORMAT_FILE
-from txn_log.log_manager import FORMAT_VERSION as FORMAT_VERSION
-from txn_log.log_manager import MAX_PARTITIONS as MAX_PARTITIONS
-from txn_log.log_manager import TOPICS_DIR as TOPICS_DIR
-from txn_log.log_manager import LogManager
-from txn_log.log_manager import write_json_atomically as write_json_atomically
-from txn_log.producer import Producer
-from txn_log.read_committed import IsolationLevel
+from txn_log.log_dir.log_manager import FORMAT_FILE as FORMAT_FILE
+from txn_log.log_dir.log_manager import FORMAT_VERSION as FORMAT_VERSION
+from txn_log.log_dir.log_manager import MAX_PARTITIONS as MAX_PARTITIONS
+from txn_log.log_dir.log_manager import TOPICS_DIR as TOPICS_DIR
+from txn_log.log_dir.log_manager import LogManager
+from txn_log.log_dir.log_manager import write_json_atomically as write_json_atomically
+from txn_log.producer.producer import Producer
 from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.topic_config import TopicConfig

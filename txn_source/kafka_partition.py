@@ -34,9 +34,9 @@ from typing import Any
 
 from datasource_options.location import KafkaCluster
 from offsets.offset_range import OffsetRange
-from txn_log.consumer import ReadStats
+from txn_log.consumer.consumer import ReadStats
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import UnknownTopicOrPartitionError
-from txn_log.read_committed import IsolationLevel
 from txn_log.topic_partition import TopicPartition
 from txn_source.data_loss import readable_range, report_partition_gone
 from txn_source.partition import MAX_ROWS_PER_BATCH, PlannedRange

@@ -34,8 +34,8 @@ from confluent_kafka.admin import AdminClient
 
 from datasource_options.location import KafkaCluster
 from offsets.offset_range import OffsetRange
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import ConfigError, RetriableError, UnknownTopicOrPartitionError
-from txn_log.read_committed import IsolationLevel
 from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_config import INTERNAL_TOPICS
 from txn_log.topic_partition import TopicPartition

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from offsets.offset_range import OffsetRange
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import ConfigError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from txn_log.log import Log
-from txn_log.read_committed import IsolationLevel
 from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_partition import TopicPartition
 from txn_source.options import Assign, Subscribe, Subscription

@@ -60,9 +60,9 @@ from offsets.offset_spec import (
     select_spec,
 )
 from offsets.partition_offsets import parse_topic_partitions
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import ConfigError, TxnLogError
 from txn_log.log import FORMAT_FILE
-from txn_log.read_committed import IsolationLevel
 from txn_log.topic_config import validate_topic_name
 from txn_log.topic_partition import TopicPartition
 from txn_source.kafka_options import DEFAULT_POLL_TIMEOUT_MS, REFUSED_KAFKA_OPTIONS

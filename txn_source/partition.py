@@ -22,15 +22,15 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from offsets.offset_range import OffsetRange
-from txn_log.consumer import ReadStats, iter_deliverable_batches
+from txn_log.consumer.consumer import ReadStats, iter_deliverable_batches
 from txn_log.errors import UnknownTopicOrPartitionError
 from txn_log.storage.partition_reader import PartitionReader, open_partition_reader
 from txn_log.storage.txn_index import AbortedTxn
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 from txn_source.data_loss import readable_range, report_partition_gone
-from txn_source.kafka_batches import rebatch_spark_kafka
 from txn_source.read_metrics import report_read
+from txn_source.spark_columns import rebatch_spark_kafka
 
 MAX_ROWS_PER_BATCH = 65_536
 

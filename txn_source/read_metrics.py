@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from txn_log.consumer import ReadStats
+from txn_log.consumer.consumer import ReadStats
 from txn_log.topic_partition import TopicPartition
 
 METRICS_LOGGER = "txnlog.source.metrics"

@@ -6,7 +6,7 @@
 
 ``COLUMNS`` gives each column's Spark type (``kafka_schema``, what the driver declares) and
 Arrow type (``arrow_kafka_schema``, what the executors' batches carry, built by
-``txn_source.kafka_batches``) side by side: Spark checks that the two agree on every first
+``txn_source.spark_columns``) side by side: Spark checks that the two agree on every first
 batch of a task. The engine knows nothing of these columns: it decodes records into its own
 Arrow schema (``txn_log.record.codec.RECORD_SCHEMA``), whose ``headers`` type is used as is.
 """

@@ -12,7 +12,8 @@ import logging
 from dataclasses import dataclass
 
 from txn_log import Log, TopicPartition
-from txn_log.consumer import Consumer
+from txn_log.consumer.consumer import Consumer
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import (
     InvalidProducerEpochError,
     ProducerFencedError,
@@ -20,7 +21,6 @@ from txn_log.errors import (
     TxnLogError,
     UnknownTopicOrPartitionError,
 )
-from txn_log.read_committed import IsolationLevel
 from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.partition_reader import PartitionReader
 

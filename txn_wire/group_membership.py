@@ -21,7 +21,7 @@ from txn_log.errors import (
     TxnLogError,
     UnknownMemberIdError,
 )
-from txn_log.group_membership import GroupMember
+from txn_log.group.group_membership import GroupMember
 from txn_wire.group_coordinator import (
     ILLEGAL_GENERATION,
     NONE,

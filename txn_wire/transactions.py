@@ -30,8 +30,8 @@ from typing import Any
 from txn_log import TopicPartition
 from txn_log.coordinator.transactional_append import txn_offset_commit
 from txn_log.errors import TxnLogError
-from txn_log.group_membership import GroupMember, GroupMembership
-from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.group.group_membership import GroupMember, GroupMembership
+from txn_log.group.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_wire.broker import (
     OPERATION_NOT_ATTEMPTED,
     UNKNOWN_TOPIC_OR_PARTITION,

@@ -18,7 +18,7 @@ from typing import Any
 
 from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
-from txn_log.group_metadata import GroupOffsetEntry
+from txn_log.group.group_metadata import GroupOffsetEntry
 from txn_log.log import Log
 from txn_log.storage.state_snapshot import STATE_SNAPSHOT_SUFFIX
 from txn_log.topic_partition import TopicPartition

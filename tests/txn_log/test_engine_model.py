@@ -73,9 +73,9 @@ from txn_log.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
-from txn_log.group_offsets import OFFSETS_PARTITION
+from txn_log.group.group_offsets import OFFSETS_PARTITION
 from txn_log.log import Log
-from txn_log.producer import Producer
+from txn_log.producer.producer import Producer
 from txn_log.record.codec import encode_records
 from txn_log.storage.file_names import LOG_SUFFIX, parse_offset_file_name
 from txn_log.storage.partition_log import AppendResult, PartitionLog

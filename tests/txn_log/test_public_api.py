@@ -13,10 +13,10 @@ from txn_log import errors
 CLIENT_API = {
     "Log": "txn_log.log",
     "TopicPartition": "txn_log.topic_partition",
-    "IsolationLevel": "txn_log.read_committed",
-    "OffsetAndMetadata": "txn_log.group_offsets",
-    "ConsumerRecord": "txn_log.consumer",
-    "RecordMetadata": "txn_log.producer",
+    "IsolationLevel": "txn_log.consumer.read_committed",
+    "OffsetAndMetadata": "txn_log.group.group_offsets",
+    "ConsumerRecord": "txn_log.consumer.consumer",
+    "RecordMetadata": "txn_log.producer.producer",
 }
 ERRORS = [  # and every other class of txn_log.errors
     # the roots: what the caller must do

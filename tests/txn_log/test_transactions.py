@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import directory_bytes
 from txn_log.clock import ManualClock
-from txn_log.consumer import ConsumerRecord
+from txn_log.consumer.consumer import ConsumerRecord
 from txn_log.errors import (
     ConfigError,
     InvalidProducerEpochError,
@@ -23,7 +23,7 @@ from txn_log.errors import (
     ProducerFencedError,
     TxnLogError,
 )
-from txn_log.group_offsets import OffsetAndMetadata
+from txn_log.group.group_offsets import OffsetAndMetadata
 from txn_log.log import Log
 from txn_log.record.codec import encode_records
 from txn_log.record.control import ControlType

@@ -62,9 +62,7 @@ class SparkLikeBatch:
     input partition *i* and writes what it read (``value``, ``key``) to ``out``."""
 
     def __init__(self, served: ServeProcess, out: str) -> None:
-        self.backend = KafkaBackend(
-            cluster_of(served), ledger_topic=f"ledger-{out}", timeout_s=30
-        )
+        self.backend = KafkaBackend(cluster_of(served), ledger_topic=f"ledger-{out}", timeout_s=30)
         self.backend.create_topic(out, 1)
         self.out = out
         sink = SinkIdentity(f"spark-query-{out}", f"p-{out}", f"g-{out}")

@@ -14,9 +14,9 @@ from offsets.admission import AdmissionLimit
 from offsets.partition_offsets import PartitionOffsets
 from tests.txn_source.kafka_served import cluster_of, log, send, served, topic
 from tests.txn_wire.serve_process import ServeProcess
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import ConfigError, OffsetOutOfRangeError
 from txn_log.log import Log
-from txn_log.read_committed import IsolationLevel
 from txn_log.topic_partition import TopicPartition
 from txn_source.kafka_partition import KafkaInputPartition, read_kafka_partition
 from txn_source.kafka_view import KafkaView

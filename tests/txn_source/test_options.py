@@ -15,9 +15,9 @@ from offsets.offset_spec import (
     NoMatchStrategy,
     SpecificOffsets,
 )
+from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import ConfigError
 from txn_log.log import Log
-from txn_log.read_committed import IsolationLevel
 from txn_log.topic_partition import TopicPartition
 from txn_source.options import (
     Assign,

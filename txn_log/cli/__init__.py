@@ -45,7 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
-        init_log, topics, dump, transactions, groups, verify, clean, metrics, clients, serve
+        init_log,
+        topics,
+        dump,
+        transactions,
+        groups,
+        verify,
+        clean,
+        metrics,
+        clients,
+        serve,
     ):
         module.add_parser(subparsers)
     return parser

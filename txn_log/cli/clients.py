@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from txn_log.cli.common import EXIT_OK, open_log
-from txn_log.consumer import ConsumerRecord
+from txn_log.consumer.consumer import ConsumerRecord
 from txn_log.topic_config import check_client_append
 from txn_log.topic_partition import TopicPartition
 

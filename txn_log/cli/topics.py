@@ -5,7 +5,8 @@ empty directory (``Log.open``'s rule), after checking the topic, so a refused to
 
 ``describe`` shows what retention left of each partition (log start offset, segments, bytes),
 the retention settings in force and when a housekeeping pass last ran in the log directory
-(``txn_log.housekeeping``; retention runs in the processes that have the log open for writing).
+(``txn_log.log_dir.housekeeping``; retention runs in the processes that have the log open
+for writing).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from txn_log.cli.common import (
     open_log,
 )
 from txn_log.errors import InvalidPartitionsError, InvalidTopicError
-from txn_log.housekeeping import last_pass_ms
 from txn_log.log import MAX_PARTITIONS, Log
+from txn_log.log_dir.housekeeping import last_pass_ms
 from txn_log.storage.retention import applies_to
 from txn_log.topic_config import INTERNAL_TOPICS, TopicConfig, validate_topic_name
 from txn_log.topic_partition import TopicPartition

@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from txn_log.coordinator.kafka_types import (
+from txn_log.coordinator.protocol_types import (
     ARRAY_COUNT,
     VERSION,
     FieldReader,

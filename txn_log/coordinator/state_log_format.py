@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from txn_log.coordinator import atomic_commit_format
 from txn_log.coordinator.atomic_commit_format import ATOMIC_COMMIT_KEY_VERSION, AtomicCommitEntry
-from txn_log.coordinator.kafka_types import ARRAY_COUNT, VERSION, FieldReader, encode_string
+from txn_log.coordinator.protocol_types import ARRAY_COUNT, VERSION, FieldReader, encode_string
 from txn_log.coordinator.transaction_metadata import TopicPartition, TransactionMetadata
 from txn_log.coordinator.transaction_state import TransactionState, is_persistable, state_name
 

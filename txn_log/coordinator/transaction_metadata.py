@@ -472,10 +472,15 @@ def check_expected_producer(
     mapping yet has no instance to fence (Kafka: a new mapping)."""
     if current is None or current.producer_epoch == NO_PRODUCER_EPOCH:
         return
-    if current.producer_id == producer_id and epoch in (
-        current.producer_epoch,
-        current.last_producer_epoch,
-    ) and epoch != NO_PRODUCER_EPOCH:
+    if (
+        current.producer_id == producer_id
+        and epoch
+        in (
+            current.producer_epoch,
+            current.last_producer_epoch,
+        )
+        and epoch != NO_PRODUCER_EPOCH
+    ):
         return
     raise ProducerFencedError(
         f"InitPid for transactional id {transactional_id!r} names producer {producer_id} epoch "

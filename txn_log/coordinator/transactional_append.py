@@ -37,9 +37,9 @@ from txn_log.errors import (
     TransactionalIdAuthorizationError,
     TransactionNotVerifiedError,
 )
-from txn_log.group_membership import GroupMember, GroupMembership
-from txn_log.group_metadata import OffsetAndMetadata
-from txn_log.group_offsets import OFFSETS_PARTITION, GroupOffsetStore
+from txn_log.group.group_membership import GroupMember, GroupMembership
+from txn_log.group.group_metadata import OffsetAndMetadata
+from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore
 from txn_log.record.batch_header import parse_header
 from txn_log.storage.log_validator import NO_EXPECTED_OFFSET, validate_client_batch
 from txn_log.storage.partition_log import AppendResult, PartitionLog

@@ -125,9 +125,7 @@ def write_cleaned(
         write_synced(_path(directory, base_offset, INDEX_SUFFIX, CLEANED_SUFFIX), index)
         write_synced(_path(directory, base_offset, TIME_INDEX_SUFFIX, CLEANED_SUFFIX), times)
         if txn_index is not None:
-            write_synced(
-                _path(directory, base_offset, TXN_INDEX_SUFFIX, CLEANED_SUFFIX), txn_index
-            )
+            write_synced(_path(directory, base_offset, TXN_INDEX_SUFFIX, CLEANED_SUFFIX), txn_index)
     except OSError as error:
         raise StorageError(f"cannot write the cleaned segment {base_offset} in {directory}: "
                            f"{error}") from error  # fmt: skip
@@ -283,8 +281,10 @@ def recover_cleaner_files(directory: Path, *, cleaner_lock_held: bool = False) -
     try:
         for path in directory.iterdir():
             dead_hint = is_temp_name(path.name) and MERGE_SUFFIX + "." in path.name
-            if dead_hint or path.name.endswith(SWAP_SUFFIX) or (
-                cleaned_too and path.name.endswith(CLEANED_SUFFIX)
+            if (
+                dead_hint
+                or path.name.endswith(SWAP_SUFFIX)
+                or (cleaned_too and path.name.endswith(CLEANED_SUFFIX))
             ):
                 path.unlink(missing_ok=True)
                 removed += 1

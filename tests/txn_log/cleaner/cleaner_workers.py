@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from txn_log.consumer.read_committed import AbortedTxnFilter
 from txn_log.file_lock import FileLock
 from txn_log.log import Log
-from txn_log.read_committed import AbortedTxnFilter
 from txn_log.record.codec import iter_records
 from txn_log.storage.cleaner_swap import CLEANER_LOCK_FILE
 from txn_log.storage.partition_reader import PartitionReader, open_partition_reader

@@ -49,7 +49,7 @@ def committed_records(
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record read_committed would deliver from ``start`` (the
     log start if later) to the LSO, in offset order; ``log`` a writer or a lock-free reader."""
-    from txn_log.read_committed import AbortedTxnFilter
+    from txn_log.consumer.read_committed import AbortedTxnFilter
 
     end = log.last_stable_offset
     start = max(start, log.log_start_offset)

@@ -42,9 +42,7 @@ def test_the_entry_goes_with_its_marker_and_a_kip98_filter_keeps_the_committed_v
     assert [t.producer_id for t in log.collect_aborted_txns(0, end)] == [PID]
     clock.advance(1_000)  # past delete.retention.ms (0): the ABORT marker may go
     clean_partition(log, clock.time_ms(), force=True)
-    markers = {
-        header.base_offset for header, _ in log.read(0, end) if header.is_control
-    }
+    markers = {header.base_offset for header, _ in log.read(0, end) if header.is_control}
     listed = log.collect_aborted_txns(0, end)
     assert all(txn.last_offset in markers for txn in listed), (listed, markers)
     # the engine's reader and a KIP-98 client's filter (B-13) agree on the newest value

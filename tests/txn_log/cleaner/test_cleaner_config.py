@@ -13,7 +13,7 @@ from tests.txn_log.cli.test_cli import txnlog
 from txn_log.clock import ManualClock
 from txn_log.errors import InvalidConfigError
 from txn_log.log import Log
-from txn_log.log_manager import LogManager
+from txn_log.log_dir.log_manager import LogManager
 from txn_log.record.codec import iter_records
 from txn_log.storage.retention import deletable_segments
 from txn_log.topic_config import TopicConfig

@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.support import override_internal_config
 from tests.txn_log.cli.test_cli import txnlog
 from txn_log.clock import ManualClock
-from txn_log.group_metadata import OffsetAndMetadata
+from txn_log.group.group_metadata import OffsetAndMetadata
 from txn_log.log import Log
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from txn_log.topic_partition import TopicPartition

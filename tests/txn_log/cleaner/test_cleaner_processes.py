@@ -56,9 +56,7 @@ MERGE_POINTS = [  # the default segment.bytes: the four closed segments merge in
 ]
 
 
-def make_log(
-    path: Path, rounds: int, segment_bytes: str | None = None, **extra: str
-) -> None:
+def make_log(path: Path, rounds: int, segment_bytes: str | None = None, **extra: str) -> None:
     config = {"cleanup.policy": "compact", "index.interval.bytes": "64", **extra}
     if segment_bytes is not None:
         config["segment.bytes"] = segment_bytes

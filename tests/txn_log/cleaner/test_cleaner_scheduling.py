@@ -14,8 +14,8 @@ from tests.txn_log.cleaner.test_cleaner_internal_topics import DATA, _run_transa
 from txn_log.clock import ManualClock
 from txn_log.errors import ConfigError, InvalidConfigError
 from txn_log.file_lock import FileLock
-from txn_log.housekeeping import HousekeepingPass
 from txn_log.log import Log
+from txn_log.log_dir.housekeeping import HousekeepingPass
 from txn_log.record.codec import iter_records
 from txn_log.storage.cleaner_swap import CLEANER_LOCK_FILE
 from txn_log.storage.throttler import Throttler, ThrottleStopped

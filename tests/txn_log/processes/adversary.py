@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from txn_log.consumer import Consumer
+from txn_log.consumer.consumer import Consumer
 from txn_log.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -51,7 +51,7 @@ from txn_log.errors import (
     TxnLogError,
 )
 from txn_log.log import Log
-from txn_log.producer import Producer
+from txn_log.producer.producer import Producer
 from txn_log.record.codec import encode_records
 from txn_log.topic_partition import TopicPartition
 

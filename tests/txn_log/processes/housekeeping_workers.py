@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from txn_log.errors import OffsetOutOfRangeError
-from txn_log.housekeeping import HousekeepingLock
 from txn_log.log import Log
-from txn_log.producer_id_manager import ProducerIdManager
+from txn_log.log_dir.housekeeping import HousekeepingLock
+from txn_log.log_dir.producer_id_manager import ProducerIdManager
 from txn_log.record.codec import decode_batch
 from txn_log.topic_partition import TopicPartition
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from txn_log.errors import OffsetOutOfRangeError
-from txn_log.housekeeping import HousekeepingPass
 from txn_log.log import Log
+from txn_log.log_dir.housekeeping import HousekeepingPass
 from txn_log.record.codec import decode_batch
 from txn_log.topic_partition import TopicPartition
 

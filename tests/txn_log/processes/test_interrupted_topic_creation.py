@@ -28,7 +28,7 @@ import pytest
 
 from txn_log.errors import UnknownTopicOrPartitionError
 from txn_log.log import Log
-from txn_log.producer import Producer
+from txn_log.producer.producer import Producer
 from txn_log.topic_partition import TopicPartition
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -61,7 +61,7 @@ from txn_log.coordinator.state_log_format import (
 from txn_log.coordinator.transaction_coordinator import STATE_PARTITION
 from txn_log.coordinator.transaction_state import TransactionState
 from txn_log.errors import TransactionAbortableError, UnknownTopicOrPartitionError
-from txn_log.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.group.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.log import Log
 from txn_log.record.codec import iter_records
 from txn_log.record.control import ControlType

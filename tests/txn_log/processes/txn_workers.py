@@ -31,7 +31,7 @@ import time
 
 from txn_log.coordinator.atomic_commit_format import TxnRef
 from txn_log.log import Log
-from txn_log.producer import Producer
+from txn_log.producer.producer import Producer
 from txn_log.topic_partition import TopicPartition
 
 BATCH_SIZE = 4096  # small, so each partition of a transaction gets several batches

@@ -16,7 +16,7 @@ import pytest
 from tests.txn_log.storage.test_partition_log import batch
 from txn_log.errors import StorageError
 from txn_log.log import FORMAT_FILE, TOPICS_DIR, Log, write_json_atomically
-from txn_log.producer_id_manager import ProducerIdManager
+from txn_log.log_dir.producer_id_manager import ProducerIdManager
 from txn_log.record.control import ControlType
 from txn_log.storage.durable_file import is_temp_name, write_durably
 from txn_log.storage.partition_log import PartitionLog

@@ -43,7 +43,7 @@ correctness part). Real processes and files; the log lives on the disk of ``--di
 With ``--internal-segment-bytes`` (e.g. 1048576) the internal topics roll small segments, so
 the housekeeping thread's cleaner really cleans them during the drive, before the restart.
 
-    python -m integration.longrun_history [--sizes 1000,100000] [--dir DIR]
+    python -m bench.longrun_history [--sizes 1000,100000] [--dir DIR]
         [--internal-segment-bytes N] [--restarts 3] [--keep DIR]
 """
 
@@ -163,7 +163,7 @@ def run_query(log_dir: str, checkpoint: str) -> dict[str, Any]:
 def spark_process(log_dir: Path, checkpoint: Path) -> dict[str, Any]:
     """``run_query`` in a fresh driver process (fresh JVM and workers); its JSON result."""
     done = subprocess.run(
-        [sys.executable, "-m", "integration.longrun_history", "--query", str(log_dir),
+        [sys.executable, "-m", "bench.longrun_history", "--query", str(log_dir),
          str(checkpoint)],
         cwd=ROOT, capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
@@ -202,7 +202,7 @@ def drive(
     doc, step 2); batch ``b`` consumes source offset ``b`` of every partition. Seconds taken
     and the cleanings the log's housekeeping thread did meanwhile."""
     counter = CleaningCounter()
-    housekeeping_logger = logging.getLogger("txn_log.housekeeping")
+    housekeeping_logger = logging.getLogger("txn_log.log_dir.housekeeping")
     housekeeping_logger.addHandler(counter)
     housekeeping_logger.setLevel(logging.INFO)
     started = time.perf_counter()

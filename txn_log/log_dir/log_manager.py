@@ -40,7 +40,7 @@ from txn_log.errors import (
 )
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
-from txn_log.housekeeping import (
+from txn_log.log_dir.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
     Housekeeper,
@@ -48,7 +48,7 @@ from txn_log.housekeeping import (
     validate_interval,
     validate_io_rate,
 )
-from txn_log.producer_id_manager import ProducerIdManager
+from txn_log.log_dir.producer_id_manager import ProducerIdManager
 from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
 from txn_log.storage.log_cleaner import CleanerStats, clean_partition
 from txn_log.storage.partition_log import LOCK_FILE, PartitionLog

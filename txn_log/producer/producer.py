@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING, Any
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.coordinator.transactional_append import append_client_batch, txn_offset_commit
 from txn_log.errors import ConfigError, TxnLogError, UnknownTopicOrPartitionError
-from txn_log.group_offsets import (
+from txn_log.group.group_offsets import (
     OFFSETS_PARTITION,
     GroupOffsetStore,
     OffsetAndMetadata,
     normalize_offsets,
     validate_group_id,
 )
-from txn_log.log_manager import LogManager
+from txn_log.log_dir.log_manager import LogManager
 from txn_log.partitioner import partition_for_key
-from txn_log.producer_record import (
+from txn_log.producer.producer_record import (
     BytesLike,
     ProducerRecord,
     check_destination,
@@ -62,8 +62,7 @@ from txn_log.producer_record import (
     record_size,
     validate_record,
 )
-from txn_log.record.batch_header import HEADER_SIZE, Compression
-from txn_log.record_accumulator import (
+from txn_log.producer.record_accumulator import (
     MAX_BATCH_BYTES,
     ArrowBuffer,
     PartitionBuffer,
@@ -73,14 +72,15 @@ from txn_log.record_accumulator import (
     encode_producer_batch,
     split_count,
 )
-from txn_log.storage.group_sync import flush_all
-from txn_log.topic_partition import TopicPartition
-from txn_log.transaction_manager import (
+from txn_log.producer.transaction_manager import (
     PartitionWrites,
     PreparedTxnState,
     State,
     TransactionManager,
 )
+from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.storage.group_sync import flush_all
+from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

@@ -13,8 +13,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata, OffsetAndMetadata
-from txn_log.group_offsets import restore_snapshot, snapshot_records
+from txn_log.group.group_metadata import (
+    CommitRecordMetadataAndOffset,
+    GroupMetadata,
+    OffsetAndMetadata,
+)
+from txn_log.group.group_offsets import restore_snapshot, snapshot_records
 from txn_log.storage.state_snapshot import (
     SnapshotKind,
     StateSnapshot,

@@ -39,7 +39,7 @@ from txn_log.errors import (
     TransactionAbortableError,
     TxnLogError,
 )
-from txn_log.group_offsets import OFFSETS_PARTITION
+from txn_log.group.group_offsets import OFFSETS_PARTITION
 from txn_log.topic_partition import TopicPartition
 
 _P = ParamSpec("_P")

@@ -32,8 +32,8 @@ from txn_log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txn_log.log import Log
-from txn_log.producer import Producer
-from txn_log.producer_record import ProducerRecord, record_body_size, record_size
+from txn_log.producer.producer import Producer
+from txn_log.producer.producer_record import ProducerRecord, record_body_size, record_size
 from txn_log.record.batch_header import HEADER_SIZE, BatchHeader, Compression
 from txn_log.record.codec import encode_records
 from txn_log.record.compression import supported_codecs
@@ -455,7 +455,7 @@ def test_record_sizes_are_the_encoders(
 ) -> None:
     """F-16, F-19, F-23: the size ``send()`` accounts for a record is exactly what the encoder
     writes for it at its place in the batch (varints of its offset and timestamp deltas)."""
-    from txn_log.producer_record import records_section_size
+    from txn_log.producer.producer_record import records_section_size
 
     batch = [ProducerRecord(*record) for record in records]
     encoded = encode_records(batch, now_ms=0)

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.txn_log.test_producer_errors import (  # the same log: topics out and small
+from tests.txn_log.producer.test_producer_errors import (  # the same log: topics out and small
     LIMIT,
     OUT0,
     OUT1,
@@ -30,7 +30,7 @@ from txn_log.errors import (
     UnknownTopicOrPartitionError,
 )
 from txn_log.log import Log
-from txn_log.producer import PartitionWrites
+from txn_log.producer.producer import PartitionWrites
 from txn_log.record.batch_header import BatchHeader
 from txn_log.topic_partition import TopicPartition
 

@@ -1,4 +1,4 @@
-"""Reading as Arrow batches with Spark's Kafka columns (DESIGN §6): ``txn_source.kafka_batches``
+"""Reading as Arrow batches with Spark's Kafka columns (DESIGN §6): ``txn_source.spark_columns``
 over the engine's decoded batches."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from txn_log.consumer import ReadStats
+from txn_log.consumer.consumer import ReadStats
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
-from txn_source.kafka_batches import read_spark_kafka_batches
 from txn_source.schema import arrow_kafka_schema, kafka_schema
+from txn_source.spark_columns import read_spark_kafka_batches
 
 TP = TopicPartition("t", 1)
 

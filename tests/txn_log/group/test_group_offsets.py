@@ -21,7 +21,7 @@ from txn_log.errors import (
     OffsetMetadataTooLargeError,
     TxnLogError,
 )
-from txn_log.group_offsets import (
+from txn_log.group.group_offsets import (
     MAX_GROUP_ID_BYTES,
     MAX_METADATA_BYTES,
     OFFSETS_PARTITION,
@@ -31,7 +31,7 @@ from txn_log.group_offsets import (
     encode_value,
 )
 from txn_log.log import Log
-from txn_log.producer import Producer
+from txn_log.producer.producer import Producer
 from txn_log.topic_partition import TopicPartition
 
 IN0, IN1 = TopicPartition("in", 0), TopicPartition("in", 1)

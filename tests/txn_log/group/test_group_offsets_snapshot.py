@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.txn_log.snapshot_history import full_replay_state, observed_state, same_state
-from txn_log.group_metadata import OffsetAndMetadata
+from txn_log.group.group_metadata import OffsetAndMetadata
 from txn_log.log import Log
 from txn_log.storage.state_snapshot import SnapshotKind, StateSnapshotDir
 from txn_log.topic_partition import TopicPartition

@@ -48,9 +48,13 @@ from txn_log.errors import (
     TxnLogError,
 )
 from txn_log.file_lock import FileLock
-from txn_log.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata, GroupOffsetEntry
-from txn_log.group_metadata import OffsetAndMetadata as OffsetAndMetadata  # exported here
-from txn_log.log_manager import LogManager
+from txn_log.group.group_metadata import (
+    CommitRecordMetadataAndOffset,
+    GroupMetadata,
+    GroupOffsetEntry,
+)
+from txn_log.group.group_metadata import OffsetAndMetadata as OffsetAndMetadata  # exported here
+from txn_log.log_dir.log_manager import LogManager
 from txn_log.record.batch_header import BatchHeader, is_crc_valid
 from txn_log.record.control import ControlType
 from txn_log.storage.partition_reader import PartitionReader

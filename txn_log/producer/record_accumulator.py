@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txn_log.errors import RecordTooLargeError
-from txn_log.producer_record import ProducerRecord, max_compressed_size, record_size
+from txn_log.producer.producer_record import ProducerRecord, max_compressed_size, record_size
 from txn_log.record.batch_header import HEADER_SIZE, Compression
 from txn_log.topic_partition import TopicPartition
 

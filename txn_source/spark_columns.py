@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txn_log.consumer import Consumer, ReadStats
+from txn_log.consumer.consumer import Consumer, ReadStats
 from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.topic_partition import TopicPartition
 from txn_source.schema import arrow_kafka_schema

@@ -24,10 +24,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from txn_log.consumer.read_committed import AbortedTxnFilter, IsolationLevel
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.errors import ConfigError, UnknownTopicIdError
-from txn_log.log_manager import LogManager
-from txn_log.read_committed import AbortedTxnFilter, IsolationLevel
+from txn_log.log_dir.log_manager import LogManager
 from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.txn_index import AbortedTxn
@@ -243,6 +243,7 @@ class Consumer:
             return
         aborted = plan.aborted_txns()
         yield from iter_deliverable_batches(plan.reader, plan.start, plan.end, aborted, stats)
+
 
 def _check_max_records(max_records: object) -> None:
     if max_records is None:
