@@ -1,6 +1,6 @@
 """Where a txnlog source or sink reads and writes: a log directory, or a Kafka cluster.
 
-Exactly one of the two is given (issue 16 item 1):
+Exactly one of the two is given:
 
     path                        a txnlog directory on this machine (``parsing.resolve_log_path``)
     kafka.bootstrap.servers     ``host:port[,host:port...]`` of any Kafka cluster (Apache Kafka,

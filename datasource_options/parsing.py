@@ -1,4 +1,4 @@
-"""The options the txnlog source and sink share, parsed one way (issue 13 item 5).
+"""The options the txnlog source and sink share, parsed one way (DESIGN §1).
 
 Spark hands a data source its options as a case-insensitive string map. The reader
 (``txn_source.options``) and the writer (``txn_sink.options``) both go through here for:

@@ -5,7 +5,7 @@ With ``failOnDataLoss=true`` (the default, as in Spark's Kafka source) the query
 message saying what was lost and how to carry on; with ``false`` it logs a warning and skips to
 what is still there.
 
-One rule for the driver and the executors (issue 13 item 5): the driver applies it when it
+One rule for the driver and the executors (DESIGN §6): the driver applies it when it
 plans a batch (``planning``), an executor again when it reads a task planned earlier
 (``partition``), since retention or a topic deletion may happen in between. Both cut a range
 with ``readable_range`` and report a vanished partition with ``report_partition_gone``, so the

@@ -1,4 +1,4 @@
-"""The source's own rules for Kafka mode's options (issue 16 item 1): which ``kafka.*`` client
+"""The source's own rules for Kafka mode's options (DESIGN §6): which ``kafka.*`` client
 settings it decides itself, and Spark's default poll timeout. Pure data, no Kafka import;
 ``options`` applies them (through ``datasource_options.location.parse_location``).
 """

@@ -1,4 +1,4 @@
-"""One read task in Kafka mode (issue 16 item 2): ``KafkaInputPartition`` (planned on the
+"""One read task in Kafka mode (DESIGN §6): ``KafkaInputPartition`` (planned on the
 driver, pickled to an executor) and ``read_kafka_partition``, which reads its range with a
 confluent-kafka consumer into Arrow batches of the embedded source's schema
 (``txn_source.schema``).
@@ -63,7 +63,7 @@ class KafkaInputPartition(PlannedRange):
     ``topic_id`` is the id of the topic the range was planned on (KIP-516; None when the
     cluster reports none): the task checks it before it reads and again after, so a topic
     deleted and created again under the same name since is data loss, never a source of
-    records for offsets planned on the old one (issue 29 item 3, as the embedded source's
+    records for offsets planned on the old one (DESIGN §6, as the embedded source's
     ``TxnLogInputPartition``)."""
 
     cluster: KafkaCluster

@@ -1,4 +1,4 @@
-"""The driver's view of a Kafka cluster (Kafka mode, issue 16 item 2): ``LogView``'s methods
+"""The driver's view of a Kafka cluster (Kafka mode, DESIGN §6): ``LogView``'s methods
 (``source_view.SourceView``) over confluent-kafka.
 
 - partitions: from the cluster's metadata; ``subscribePattern`` skips Kafka's internal topics
@@ -12,7 +12,7 @@
   markers themselves (``kafka_partition``);
 - ``topic_id``: the topic's id (KIP-516) from the AdminClient's ``describe_topics``
   (``topic_id_of``), so that a read task planned on a topic that is deleted and re-created
-  before it runs notices it and never reads the new topic's records (issue 29 item 3). A
+  before it runs notices it and never reads the new topic's records (DESIGN §6). A
   cluster that reports no ids (the zero UUID: brokers before 2.8)
   gives None: then a re-created topic is noticed only when its offsets went back
   (``planning``: data loss).

@@ -8,7 +8,7 @@ first offset.
 
 The plan's SHAPE (how many tasks, which range of which partition each covers, in which order)
 depends only on the two positions and the options, never on the log's state when it is
-planned (issue 29 item 1). Kafka mode's sink identifies a task in its ledger by its position in
+planned (DESIGN §6). Kafka mode's sink identifies a task in its ledger by its position in
 this plan ("task *i* of batch *N* committed": Spark gives a write task the partition id of the
 read task it follows, and the sink cannot see what that task read), and Spark re-plans a batch
 whose driver died from the same checkpointed positions. Were deleted offsets trimmed before
@@ -28,7 +28,7 @@ The embedded sink commits a batch atomically and does not depend on positions; t
 deterministic shape only makes it more robust.
 
 The view is either mode's (``source_view``); the tasks are ``TxnLogInputPartition`` for a log
-directory and ``KafkaInputPartition`` for a Kafka cluster (issue 16).
+directory and ``KafkaInputPartition`` for a Kafka cluster.
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ class _LogBounds:
 def _input_partition(
     view: SourceView, options: SourceOptions, bounds: _LogBounds, offset_range: OffsetRange
 ) -> InputPartition:
-    """The read task of ``offset_range``, with the topic id it was planned on (issue 29 item
-    3: the executor checks it, so a topic re-created since is data loss, never a source of
+    """The read task of ``offset_range``, with the topic id it was planned on (DESIGN §6:
+    the executor checks it, so a topic re-created since is data loss, never a source of
     records for offsets planned on the old one); an empty range needs no lookups."""
     tp = offset_range.topic_partition
     planned: dict[str, Any] = {

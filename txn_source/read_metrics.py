@@ -1,4 +1,4 @@
-"""Per-task read metrics of the source (issue 4, item 5).
+"""Per-task read metrics of the source (DESIGN §6).
 
 Spark's Python data source API has no channel for custom source metrics (a Python stream is
 not a ``ReportsSourceMetrics``), so every read task logs one record at INFO on the logger

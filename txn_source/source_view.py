@@ -1,4 +1,4 @@
-"""What planning needs from where the source reads, whatever that is (issue 16 item 2).
+"""What planning needs from where the source reads, whatever that is (DESIGN §6).
 
 ``SourceView`` is the driver's view of a log directory (``log_view.LogView``) or of a Kafka
 cluster (``kafka_view.KafkaView``); ``open_view`` picks one by the options' location, so

@@ -1,4 +1,4 @@
-"""``txn_wire``: the Kafka wire protocol over a txnlog directory (``txnlog serve``, issue 15).
+"""``txn_wire``: the Kafka wire protocol over a txnlog directory (``txnlog serve``).
 
 Unmodified Kafka clients (librdkafka through confluent-kafka, kafka-python, ...) produce,
 consume and run transactions against a log directory that other processes keep using

@@ -1,5 +1,5 @@
 """CreateTopics (19) and DescribeConfigs (32): what an AdminClient needs to create a topic and
-read its limits (issue 16 item 3; the sink's ``createTopic`` and ledger topic, its
+read its limits (DESIGN §5: the sink's ``createTopic`` and ledger topic, its
 ``max.message.bytes``).
 
 CreateTopics, per topic, as Kafka's ``ZkAdminManager.createTopics`` answers:

@@ -224,7 +224,7 @@ def _end_txn(check: Check) -> Guard:
     return check.refuse({"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 
 
-# --- topic administration (issue 16 item 3) ---------------------------------------------------
+# --- topic administration ---------------------------------------------------------------------
 
 
 def _create_topics(check: Check) -> Guard:

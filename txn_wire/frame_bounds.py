@@ -1,4 +1,4 @@
-"""Bounds of a request frame, checked before ``kio`` reads it (issue 24, defect 3).
+"""Bounds of a request frame, checked before ``kio`` reads it (DESIGN §1, what stays at the edge).
 
 Why: ``kio``'s native readers size an array from its count before reading any element (Rust's
 ``Vec::with_capacity(count)``). A 23-byte Metadata request whose compact array declares
