@@ -3,7 +3,10 @@ coordinates every group and transactional id (R-04).
 
 Metadata lists the topics asked for (all of them, internal ones flagged ``is_internal``, when
 the request's topic list is null); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (3) unless
-auto-creation is configured and the request allows it. Leader epochs are -1 (unknown), where
+auto-creation is configured and the request allows it, and a name Kafka's ``Topic.validate``
+refuses is INVALID_TOPIC_EXCEPTION (17) either way, as ``KafkaApis.getTopicMetadata`` answers:
+a client then fails that topic's messages at once instead of waiting for a topic that can
+never exist. Leader epochs are -1 (unknown), where
 the version has the field. The address advertised is the one the client reached. Each topic
 carries its topic id (v10+, KIP-516: the engine's, in Kafka's form), so that a client can tell
 a topic deleted and re-created under the same name from the one it knew (the Kafka-mode
@@ -17,8 +20,9 @@ import uuid
 from typing import Any
 
 from txn_log import TopicPartition
-from txn_log.errors import TxnLogError
-from txn_wire.broker import BROKER_ID, UNKNOWN_TOPIC_OR_PARTITION, Broker
+from txn_log.errors import InvalidTopicError, TxnLogError
+from txn_log.topic_config import validate_topic_name
+from txn_wire.broker import BROKER_ID, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, Broker
 from txn_wire.codec import Plain, Request
 
 CLUSTER_ID = "txnlog"
@@ -37,9 +41,14 @@ def handle_metadata(broker: Broker, request: Request, address: Address) -> Plain
     internal = set(log.topics(include_internal=True)) - set(log.topics())
     topics = []
     for name in names:
-        exists = name in log.topics(include_internal=True) or (
-            allow_create and broker.ensure_topic(name)
-        )
+        exists = name in log.topics(include_internal=True)
+        if not exists:
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError:
+                topics.append({"error_code": INVALID_TOPIC_EXCEPTION, "name": name})
+                continue
+            exists = allow_create and broker.ensure_topic(name)
         if not exists:
             topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name})
             continue

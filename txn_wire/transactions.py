@@ -20,6 +20,8 @@ which carry Kafka's codes (``broker.error_code``). No transaction rule is decide
   UNKNOWN_MEMBER_ID), which the server's group coordinator decides (``group_membership``).
 - OffsetCommit / OffsetFetch: plain group offsets in the same store (``txnlog groups``); the
   server checks the committing member against its group first (``server``).
+- Both offset commits answer a partition that does not exist UNKNOWN_TOPIC_OR_PARTITION and
+  commit the others, as Kafka does.
 """
 
 from __future__ import annotations
@@ -143,31 +145,58 @@ def handle_txn_offset_commit(
         body.get("group_instance_id"),
     )
     transaction = (body["transactional_id"], body["producer_id"], body["producer_epoch"])
+    known, unknown = _known_partitions(broker, body["topics"])
+    code = 0
     try:
-        txn_offset_commit(
-            broker.log.coordinator,
-            broker.log.group_offsets,
-            broker.log.partition_log(OFFSETS_PARTITION),
-            transaction,
-            body["group_id"],
-            _offsets(body["topics"]),
-            member=member,
-            membership=membership,
-        )
-        code = 0
+        if known:
+            txn_offset_commit(
+                broker.log.coordinator,
+                broker.log.group_offsets,
+                broker.log.partition_log(OFFSETS_PARTITION),
+                transaction,
+                body["group_id"],
+                _offsets(known),
+                member=member,
+                membership=membership,
+            )
     except TxnLogError as error:
         code = _code(error, request)
-    return {"topics": _partition_codes(body["topics"], code)}
+    return {"topics": _partition_codes(known, code) + unknown}
 
 
 def handle_offset_commit(broker: Broker, request: Request) -> Plain:
     body = request.body
+    known, unknown = _known_partitions(broker, body["topics"])
+    code = 0
     try:
-        broker.log.group_offsets.commit(body["group_id"], _offsets(body["topics"]))
-        code = 0
+        if known:
+            broker.log.group_offsets.commit(body["group_id"], _offsets(known))
     except TxnLogError as error:
         code = _code(error, request)
-    return {"topics": _partition_codes(body["topics"], code)}
+    return {"topics": _partition_codes(known, code) + unknown}
+
+
+def _known_partitions(
+    broker: Broker, topics: list[dict[str, Any]]
+) -> tuple[list[Plain], list[Plain]]:
+    """The request's topics narrowed to the partitions that exist, and the answers of those
+    that do not: UNKNOWN_TOPIC_OR_PARTITION each, as Kafka's ``handleOffsetCommitRequest``
+    and ``handleTxnOffsetCommitRequest`` answer a partition their metadata does not hold
+    (committing the others); an offset for a partition that does not exist is never stored."""
+    known: list[Plain] = []
+    unknown: list[Plain] = []
+    existing = set(broker.log.topics(include_internal=True))
+    for topic in topics:
+        count = len(broker.log.partitions(topic["name"])) if topic["name"] in existing else 0
+        here = [p for p in topic["partitions"] if 0 <= p["partition_index"] < count]
+        missing = [p for p in topic["partitions"] if not 0 <= p["partition_index"] < count]
+        if here:
+            known.append({**topic, "partitions": here})
+        if missing:
+            unknown += _partition_codes(
+                [{"name": topic["name"], "partitions": missing}], UNKNOWN_TOPIC_OR_PARTITION
+            )
+    return known, unknown
 
 
 def handle_offset_fetch(broker: Broker, request: Request) -> Plain:

@@ -40,8 +40,10 @@ def engine_committed(path: Path, partition: int) -> list[bytes]:
 
 
 def test_commit_and_abort_with_offsets_sent_in_the_transaction_R06_R10(
-    server: ServeProcess,
+    server: ServeProcess, log_dir: Path
 ) -> None:
+    with Log.open(log_dir) as log:  # offsets of a partition that does not exist are refused
+        log.create_topic("input", 1)
     producer = transactional_producer(server, "copier-1")
     group_metadata = confluent_consumer(
         server.bootstrap, "read_committed", **{"group.id": "copier-group"}

@@ -1,0 +1,140 @@
+"""Answers where the first run of librdkafka's test suite against ``txnlog serve`` found the
+server differing from Kafka's broker (issue 25), checked against a real server.
+
+Each test names the librdkafka test number that found it and the Kafka code it follows.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.txn_wire.serve_process import start_serve
+from tests.txn_wire.wire_clients import RawClient
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+
+METADATA, OFFSET_COMMIT = 3, 8
+INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION = 17, 3
+
+
+@pytest.mark.parametrize("auto_create", [False, True])
+def test_metadata_answers_an_illegal_topic_name_invalid_topic_not_unknown(
+    tmp_path: Path, auto_create: bool
+) -> None:
+    """librdkafka 0057: Kafka's ``getTopicMetadata`` (and its auto-creation path) answers a
+    name that ``Topic.validate`` refuses with INVALID_TOPIC_EXCEPTION (17), so the client fails
+    the topic's messages at once; UNKNOWN_TOPIC_OR_PARTITION (3) makes it wait for a topic
+    that can never appear. A legal unknown name is still 3 (auto-creation off)."""
+    flags = ["--auto-create-topics"] if auto_create else []
+    served = start_serve(tmp_path / "log", *flags)
+    try:
+        raw = RawClient(served.port)
+        names = ["bad name!", "", "x" * 250, "..", "fine-but-unknown"]
+        answer = raw.request(
+            METADATA,
+            12,
+            {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": auto_create},
+        )
+        raw.close()
+        codes = {topic["name"]: topic["error_code"] for topic in answer["topics"]}
+        assert codes == {
+            "bad name!": INVALID_TOPIC_EXCEPTION,
+            "": INVALID_TOPIC_EXCEPTION,
+            "x" * 250: INVALID_TOPIC_EXCEPTION,
+            "..": INVALID_TOPIC_EXCEPTION,
+            "fine-but-unknown": 0 if auto_create else UNKNOWN_TOPIC_OR_PARTITION,
+        }
+    finally:
+        served.stop()
+
+
+def test_a_producer_fails_an_illegal_topics_messages_at_once(tmp_path: Path) -> None:
+    """librdkafka 0057: the message to an illegal topic is failed with TOPIC_EXCEPTION well
+    before ``message.timeout.ms`` (30 s here), not left waiting for the topic to appear."""
+    served = start_serve(tmp_path / "log")
+    try:
+        producer = Producer(
+            {"bootstrap.servers": served.bootstrap, "message.timeout.ms": 30_000}
+        )
+        errors: list[KafkaError] = []
+        producer.produce("bad topic!", b"v", on_delivery=lambda e, _m: errors.append(e))
+        started = time.monotonic()
+        producer.flush(40)
+        waited = time.monotonic() - started
+        assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION], errors
+        assert waited < 20, f"the message waited {waited:.1f} s for an illegal topic"
+    finally:
+        served.stop()
+
+
+def test_offset_commit_for_a_topic_or_partition_that_does_not_exist_is_unknown(
+    tmp_path: Path,
+) -> None:
+    """librdkafka 0030: Kafka's ``handleOffsetCommitRequest`` answers each partition its
+    metadata does not hold UNKNOWN_TOPIC_OR_PARTITION (3) and commits the others; before, the
+    server answered 0 and stored offsets for partitions that do not exist. The same through
+    AdminClient's ``alter_consumer_group_offsets`` (an OffsetCommit too)."""
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("orders", 2)
+    served = start_serve(log_dir)
+    try:
+        raw = RawClient(served.port)
+        answer = raw.request(
+            OFFSET_COMMIT,
+            8,
+            {
+                "group_id": "g",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {"name": "orders", "partitions": [_commit(0, 5), _commit(2, 7)]},
+                    {"name": "missing", "partitions": [_commit(0, 9)]},
+                ],
+            },
+        )
+        raw.close()
+        codes = {
+            (t["name"], p["partition_index"]): p["error_code"]
+            for t in answer["topics"]
+            for p in t["partitions"]
+        }
+        assert codes == {
+            ("orders", 0): 0,
+            ("orders", 2): UNKNOWN_TOPIC_OR_PARTITION,
+            ("missing", 0): UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        admin = AdminClient({"bootstrap.servers": served.bootstrap})
+        altered = admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions("h", [KafkaPartition("missing", 0, 3)])]
+        )
+        try:
+            partitions = altered["h"].result(timeout=30).topic_partitions
+            errors = [p.error.code() if p.error else 0 for p in partitions]
+        except KafkaException as failed:  # librdkafka versions differ in how they report it
+            errors = [failed.args[0].code()]
+        assert errors == [KafkaError._UNKNOWN_PARTITION] or errors == [
+            KafkaError.UNKNOWN_TOPIC_OR_PART
+        ], errors
+    finally:
+        served.stop()
+    with Log.open(log_dir) as log:
+        groups = log.group_offsets.groups()
+    assert {tp: om.offset for tp, om in groups["g"].items()} == {TopicPartition("orders", 0): 5}
+    assert "h" not in groups
+
+
+def _commit(partition: int, offset: int) -> dict[str, object]:
+    return {
+        "partition_index": partition,
+        "committed_offset": offset,
+        "committed_leader_epoch": -1,
+        "committed_metadata": "",
+    }
