@@ -24,7 +24,7 @@ UNSUPPORTED_VERSION = 35
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (3, 9),  # Produce
     1: (4, 12),  # Fetch
-    2: (1, 6),  # ListOffsets
+    2: (1, 7),  # ListOffsets (v7: -3, the newest timestamp, KIP-734)
     3: (1, 12),  # Metadata
     8: (2, 8),  # OffsetCommit
     9: (1, 7),  # OffsetFetch

@@ -1,11 +1,13 @@
-"""ListOffsets (R-03, B-07): earliest (-2), latest (-1) and by timestamp (KIP-32, T-17).
+"""ListOffsets (R-03, B-07): earliest (-2), latest (-1), the newest timestamp (-3, KIP-734,
+v7+) and by timestamp (KIP-32, T-17).
 
 Latest is the end the engine's read plan gives (``Consumer.end_offset``): the high watermark
 under read_uncommitted, the last stable offset under read_committed (B-07: a read_committed
 consumer's end is the LSO, after the coordinator aborted timed-out transactions). By
 timestamp: the first offset whose record timestamp is at least the one asked, through the
 time index, with that record's timestamp; none (-1, -1) at or past that end, as Kafka answers
-(``fetchOffsetForTimestamp`` keeps only offsets below the last fetchable one).
+(``fetchOffsetForTimestamp`` keeps only offsets below the last fetchable one). The newest
+timestamp: the first record holding the log's largest timestamp, with it, under the same end.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from txn_log.storage.partition_reader import PartitionReader
 from txn_wire.broker import Broker, error_code, topic_partition
 from txn_wire.codec import Plain, Request
 
+MAX_TIMESTAMP = -3
 EARLIEST = -2
 LATEST = -1
 READ_COMMITTED = 1
@@ -55,6 +58,9 @@ def _lookup(broker: Broker, tp: TopicPartition, timestamp: int, committed: bool)
     end = broker.consumer(committed).end_offset(tp)
     if timestamp == LATEST:
         return end, -1
+    if timestamp == MAX_TIMESTAMP:
+        newest = reader.max_timestamp_offset()
+        return newest if newest is not None and newest[0] < end else (-1, -1)
     found = reader.offset_for_timestamp(timestamp)
     if found is None or found >= end:
         return -1, -1

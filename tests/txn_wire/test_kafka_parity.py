@@ -138,3 +138,32 @@ def _commit(partition: int, offset: int) -> dict[str, object]:
         "committed_leader_epoch": -1,
         "committed_metadata": "",
     }
+
+
+def test_list_offsets_max_timestamp_is_the_newest_records_offset_KIP734(tmp_path: Path) -> None:
+    """librdkafka 0081 (ListOffsets): -3 (``OffsetSpec.max_timestamp``, KIP-734, ListOffsets
+    v7) answers the offset of the record with the largest timestamp and that timestamp, not a
+    lookup of the literal timestamp -3 (which answered the log start). Records written at t,
+    t+5 s, t+2 s answer offset 1; an empty partition answers -1, as Kafka does."""
+    from confluent_kafka.admin import OffsetSpec
+
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("times", 2)
+    served = start_serve(log_dir)
+    try:
+        producer = Producer({"bootstrap.servers": served.bootstrap})
+        t = 1_700_000_000_000
+        for stamp in (t, t + 5_000, t + 2_000):
+            producer.produce("times", b"v", partition=0, timestamp=stamp)
+        assert producer.flush(30) == 0
+        admin = AdminClient({"bootstrap.servers": served.bootstrap})
+        asked = {KafkaPartition("times", p): OffsetSpec.max_timestamp() for p in (0, 1)}
+        answers = {
+            tp.partition: (info.offset, info.timestamp)
+            for tp, future in admin.list_offsets(asked).items()
+            for info in [future.result(timeout=30)]
+        }
+    finally:
+        served.stop()
+    assert answers == {0: (1, t + 5_000), 1: (-1, -1)}

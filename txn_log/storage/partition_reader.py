@@ -344,6 +344,19 @@ class PartitionReader:
                     return found
             return None
 
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp of the log, or
+        None if no data batch remains (KIP-734's MAX_TIMESTAMP lookup; control records never
+        count, F-30). The segments' maximum finds the timestamp, a lookup its first record."""
+        newest = max(
+            (s.max_timestamp for s in self.segments if s.max_timestamp is not None),
+            default=None,
+        )
+        if newest is None:
+            return None
+        found = self.offset_for_timestamp(newest)
+        return None if found is None else (found, newest)
+
     def close(self) -> None:
         with self._mutex:
             for segment in self._segments:
