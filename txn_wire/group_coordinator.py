@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from txn_wire.broker import (
@@ -345,16 +346,19 @@ class GroupCoordinator:
 
     # --- DescribeGroups, ListGroups ------------------------------------------------------------
 
-    def describe_groups(self, request: Request) -> Plain:
+    def describe_groups(self, request: Request, with_offsets: Collection[str] = ()) -> Plain:
+        """Each group asked for: its state and members; a group without members is Empty if
+        it holds committed offsets (``with_offsets``), else Dead (unknown), as Kafka answers."""
         described = []
         for group_id in request.body["groups"]:
             group = self.groups.get(group_id) or Group(group_id)
             stable = group.state is GroupState.STABLE
+            idle = GroupState.EMPTY.value if group_id in with_offsets else "Dead"
             described.append(
                 {
                     "error_code": NONE,
                     "group_id": group_id,
-                    "group_state": group.state.value if group.members else "Dead",
+                    "group_state": group.state.value if group.members else idle,
                     "protocol_type": group.protocol_type,
                     "protocol_data": group.protocol_name or "",
                     "members": [
@@ -373,13 +377,19 @@ class GroupCoordinator:
             )
         return {"groups": described}
 
-    def list_groups(self, request: Request) -> Plain:
+    def list_groups(self, request: Request, with_offsets: Collection[str] = ()) -> Plain:
+        """Every group with members, and every group that holds committed offsets
+        (``with_offsets``, the engine's store) though none of its members is here: Kafka lists
+        those Empty groups too, and tools find a group's offsets through them."""
+        listed = {g.group_id: g.protocol_type for g in self.groups.values() if g.members}
+        for group_id in with_offsets:
+            group = self.groups.get(group_id)
+            listed.setdefault(group_id, group.protocol_type if group else "")
         return {
             "error_code": NONE,
             "groups": [
-                {"group_id": g.group_id, "protocol_type": g.protocol_type}
-                for g in self.groups.values()
-                if g.members
+                {"group_id": group_id, "protocol_type": protocol_type}
+                for group_id, protocol_type in sorted(listed.items())
             ],
         }
 

@@ -167,11 +167,19 @@ async def _leave_group(server: WireServer, request: Request, address: Address) -
 
 
 async def _describe_groups(server: WireServer, request: Request, address: Address) -> Plain:
-    return server.groups.describe_groups(request)
+    with_offsets = await asyncio.to_thread(_groups_with_offsets, server.broker)
+    return server.groups.describe_groups(request, with_offsets)
 
 
 async def _list_groups(server: WireServer, request: Request, address: Address) -> Plain:
-    return server.groups.list_groups(request)
+    with_offsets = await asyncio.to_thread(_groups_with_offsets, server.broker)
+    return server.groups.list_groups(request, with_offsets)
+
+
+def _groups_with_offsets(broker: Broker) -> set[str]:
+    """The groups holding committed offsets in the engine's store (it reads the log: off the
+    event loop)."""
+    return set(broker.log.group_offsets.groups())
 
 
 HANDLERS: dict[int, Handler] = {

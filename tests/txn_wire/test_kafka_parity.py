@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.txn_wire.serve_process import start_serve
 from tests.txn_wire.wire_clients import RawClient
+from txn_log import OffsetAndMetadata
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -59,9 +60,7 @@ def test_a_producer_fails_an_illegal_topics_messages_at_once(tmp_path: Path) -> 
     before ``message.timeout.ms`` (30 s here), not left waiting for the topic to appear."""
     served = start_serve(tmp_path / "log")
     try:
-        producer = Producer(
-            {"bootstrap.servers": served.bootstrap, "message.timeout.ms": 30_000}
-        )
+        producer = Producer({"bootstrap.servers": served.bootstrap, "message.timeout.ms": 30_000})
         errors: list[KafkaError] = []
         producer.produce("bad topic!", b"v", on_delivery=lambda e, _m: errors.append(e))
         started = time.monotonic()
@@ -167,3 +166,27 @@ def test_list_offsets_max_timestamp_is_the_newest_records_offset_KIP734(tmp_path
     finally:
         served.stop()
     assert answers == {0: (1, t + 5_000), 1: (-1, -1)}
+
+
+def test_a_group_holding_offsets_without_members_is_listed_and_described_empty(
+    tmp_path: Path,
+) -> None:
+    """librdkafka 0081 (ListConsumerGroups): Kafka lists every group its coordinator holds,
+    an Empty one with committed offsets and no member included, and describes it Empty, not
+    Dead. Before, ListGroups left such a group out and DescribeGroups called it Dead."""
+    from confluent_kafka import ConsumerGroupState
+
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("orders", 1)
+        log.group_offsets.commit("batch-job", {TopicPartition("orders", 0): OffsetAndMetadata(42)})
+    served = start_serve(log_dir)
+    try:
+        admin = AdminClient({"bootstrap.servers": served.bootstrap})
+        listed = admin.list_consumer_groups().result(timeout=30)
+        described = admin.describe_consumer_groups(["batch-job", "never-seen"])
+        states = {g: f.result(timeout=30).state for g, f in described.items()}
+    finally:
+        served.stop()
+    assert [g.group_id for g in listed.valid] == ["batch-job"]
+    assert states == {"batch-job": ConsumerGroupState.EMPTY, "never-seen": ConsumerGroupState.DEAD}
