@@ -41,6 +41,7 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.byte
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 512 * 1024  # Kafka's sasl.server.max.receive.size
 DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS = 6_000  # Kafka's group.min.session.timeout.ms
 DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS = 1_800_000  # Kafka's group.max.session.timeout.ms
+DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000  # Kafka's group.initial.rebalance.delay.ms
 
 # KIP-588: PRODUCER_FENCED (90) only for these request versions and above; older clients
 # get INVALID_PRODUCER_EPOCH (47), as Kafka answers them.
@@ -63,6 +64,9 @@ class ServeConfig:
     (group.min/max.session.timeout.ms; INVALID_SESSION_TIMEOUT outside them): a member that
     could name a 1 ms timeout would make the group rebalance at every heartbeat, one that
     names days would hold its partitions that long after it died.
+    ``group_initial_rebalance_delay_ms``: how long an empty group's first join round waits for
+    more members (group.initial.rebalance.delay.ms): without it the first member to arrive
+    forms a generation alone and the next, a moment later, takes partitions from it.
     """
 
     auto_create_topics: bool = False
@@ -71,6 +75,7 @@ class ServeConfig:
     sasl_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE
     group_min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
     group_max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS
+    group_initial_rebalance_delay_ms: int = DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS
     fetch_poll_interval_ms: int = 10
 
 

@@ -12,6 +12,12 @@ group rebalances. Errors are Kafka's: UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION
 REBALANCE_IN_PROGRESS (27), MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id),
 INVALID_SESSION_TIMEOUT (26: a session timeout outside group.min/max.session.timeout.ms).
 
+An empty group's first join round is held open (Kafka's ``InitialDelayedJoin``,
+group.initial.rebalance.delay.ms, 3 s by default): it closes once a delay passes with no new
+member joining, each newcomer buying another delay, all within the rebalance timeout; so the
+members of a starting application form one generation instead of each newcomer taking
+partitions from the members before it.
+
 Membership is not persisted (a restarted server starts with empty groups; members rejoin on
 UNKNOWN_MEMBER_ID, as after a coordinator move in Kafka). Runs on the server's event loop
 only: no locks; the waits (a join round, a follower's SyncGroup) are futures.
@@ -26,6 +32,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from txn_wire.broker import (
+    DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
     DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
     DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
 )
@@ -73,6 +80,8 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     round_deadline: asyncio.TimerHandle | None = None
+    initial_delay: bool = False  # the first join round of an empty group is held open
+    new_member_added: bool = False  # a member joined since the initial delay last ran out
 
 
 class GroupCoordinator:
@@ -82,10 +91,12 @@ class GroupCoordinator:
         self,
         min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
         max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+        initial_rebalance_delay_ms: int = DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
     ) -> None:
         self.groups: dict[str, Group] = {}
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self._reaper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -153,6 +164,7 @@ class GroupCoordinator:
         if member is None:
             member = Member(member_id, request.client_id or "", 0, 0, protocols, loop.time())
             group.members[member_id] = member
+            group.new_member_added = True
         member.session_timeout_ms = body["session_timeout"]
         member.rebalance_timeout_ms = (
             rebalance_timeout if rebalance_timeout > 0 else body["session_timeout"]
@@ -166,7 +178,9 @@ class GroupCoordinator:
         return member
 
     def _prepare_rebalance(self, group: Group) -> None:
-        """Open a join round: every member must join again within the rebalance timeout."""
+        """Open a join round: every member must join again within the rebalance timeout. An
+        empty group's round is held open for the initial delay (``_initial_delay_over``)."""
+        was_empty = group.state is GroupState.EMPTY
         group.state = GroupState.PREPARING_REBALANCE
         for member in group.members.values():
             if member.sync is not None and not member.sync.done():
@@ -175,11 +189,35 @@ class GroupCoordinator:
         if group.round_deadline is not None:
             group.round_deadline.cancel()
         loop = asyncio.get_running_loop()
+        delay_ms = self.initial_rebalance_delay_ms
+        if was_empty and delay_ms > 0:
+            group.initial_delay = True
+            group.new_member_added = False
+            remaining_ms = max(timeout_ms - delay_ms, 0)
+            group.round_deadline = loop.call_later(
+                delay_ms / 1000, self._initial_delay_over, group, remaining_ms
+            )
+            return
         group.round_deadline = loop.call_later(timeout_ms / 1000, self._close_round, group)
 
+    def _initial_delay_over(self, group: Group, remaining_ms: int) -> None:
+        """Close the first round, unless a member joined during the delay and the rebalance
+        timeout leaves time for another (then wait the shorter of the two)."""
+        if group.new_member_added and remaining_ms > 0:
+            group.new_member_added = False
+            delay_ms = min(self.initial_rebalance_delay_ms, remaining_ms)
+            group.round_deadline = asyncio.get_running_loop().call_later(
+                delay_ms / 1000, self._initial_delay_over, group, remaining_ms - delay_ms
+            )
+            return
+        group.initial_delay = False
+        self._close_round(group)
+
     def _maybe_complete_join(self, group: Group) -> None:
-        if group.state is GroupState.PREPARING_REBALANCE and all(
-            m.join is not None and not m.join.done() for m in group.members.values()
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and not group.initial_delay
+            and all(m.join is not None and not m.join.done() for m in group.members.values())
         ):
             self._close_round(group)
 
@@ -187,6 +225,7 @@ class GroupCoordinator:
         """End the join round: drop members that did not rejoin, start a new generation."""
         if group.state is not GroupState.PREPARING_REBALANCE:
             return
+        group.initial_delay = False
         if group.round_deadline is not None:
             group.round_deadline.cancel()
             group.round_deadline = None

@@ -223,7 +223,9 @@ class WireServer:
         self.authorizer = authorizer
         settings = self.broker.config
         self.groups = GroupCoordinator(
-            settings.group_min_session_timeout_ms, settings.group_max_session_timeout_ms
+            settings.group_min_session_timeout_ms,
+            settings.group_max_session_timeout_ms,
+            settings.group_initial_rebalance_delay_ms,
         )
         self.stopping = asyncio.Event()
         self._server: asyncio.Server | None = None

@@ -190,3 +190,60 @@ def test_a_group_holding_offsets_without_members_is_listed_and_described_empty(
         served.stop()
     assert [g.group_id for g in listed.valid] == ["batch-job"]
     assert states == {"batch-job": ConsumerGroupState.EMPTY, "never-seen": ConsumerGroupState.DEAD}
+
+
+@pytest.mark.parametrize("delay_ms", [3000, 0])
+def test_a_new_groups_first_generation_waits_the_initial_rebalance_delay(
+    tmp_path: Path, delay_ms: int
+) -> None:
+    """librdkafka 0089: a second member joining a new group a moment after the first must not
+    take partitions from it. Kafka holds an empty group's first join round open for
+    group.initial.rebalance.delay.ms (3 s by default; ``InitialDelayedJoin``), so both form
+    the first generation together: each is assigned once, nobody is revoked. With the delay
+    at 0 (``--group-initial-rebalance-delay-ms 0``, the old behaviour) the first member gets
+    every partition and gives half back."""
+    from confluent_kafka import Consumer
+
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("work", 4)
+    served = start_serve(log_dir, "--group-initial-rebalance-delay-ms", str(delay_ms))
+    events: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
+
+    def member(name: str) -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": served.bootstrap,
+                "group.id": "starting-app",
+                "session.timeout.ms": 10_000,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe(
+            ["work"],
+            on_assign=lambda _c, parts: events[name].append(("assign", len(parts))),
+            on_revoke=lambda _c, parts: events[name].append(("revoke", len(parts))),
+        )
+        return consumer
+
+    try:
+        first = member("a")
+        first.poll(0.5)
+        second = member("b")
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            first.poll(0.1)
+            second.poll(0.1)
+            if sum(n for kind, n in events["a"] + events["b"] if kind == "assign") >= 4 and (
+                time.monotonic() > deadline - 4
+            ):
+                break
+        seen = {name: list(happened) for name, happened in events.items()}  # close revokes
+        first.close()
+        second.close()
+    finally:
+        served.stop()
+    if delay_ms:
+        assert seen == {"a": [("assign", 2)], "b": [("assign", 2)]}
+    else:
+        assert ("revoke", 4) in seen["a"], seen

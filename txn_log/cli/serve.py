@@ -77,6 +77,14 @@ def add_parser(subparsers: Any) -> None:
         "(group.max.session.timeout.ms; default 1800000)",
     )
     serve.add_argument(
+        "--group-initial-rebalance-delay-ms",
+        type=_not_negative,
+        default=None,
+        help="how long a new (empty) group's first join round waits for more members, again "
+        "after each one joins, up to the rebalance timeout (group.initial.rebalance.delay.ms; "
+        "default 3000; 0 forms the generation as soon as every member has joined)",
+    )
+    serve.add_argument(
         "--metrics-port",
         type=int,
         default=None,
@@ -99,6 +107,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number (of bytes or ms), got {text}")
+    return value
+
+
+def _not_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more (ms), got {text}")
     return value
 
 
@@ -126,6 +141,7 @@ def run_serve(args: argparse.Namespace) -> int:
             ("sasl_max_receive_size", args.sasl_max_receive_size),
             ("group_min_session_timeout_ms", args.group_min_session_timeout_ms),
             ("group_max_session_timeout_ms", args.group_max_session_timeout_ms),
+            ("group_initial_rebalance_delay_ms", args.group_initial_rebalance_delay_ms),
         )
         if value is not None
     }
