@@ -9,9 +9,15 @@ CreateTopics, per topic, as Kafka's ``ZkAdminManager.createTopics`` answers:
     topic exists                                TOPIC_ALREADY_EXISTS (36)
     num_partitions < 1 (-1: the server default)  INVALID_PARTITIONS (37)
     replication_factor > 1 (-1: the default)    INVALID_REPLICATION_FACTOR (38): one broker
-    manual replica assignments                  INVALID_REQUEST (42)
+    replica assignments beside num_partitions   INVALID_REQUEST (42)
+      or replication_factor (not -1)
+    replica assignments naming another broker   INVALID_REPLICA_ASSIGNMENT (39)
+      than this one (0), a broker twice, none,
+      or partition ids not 0..n-1
     an unknown config or a bad value            INVALID_CONFIG (40)
 
+A replica assignment that places each partition on this broker alone creates that many
+partitions, as Kafka's ``ReplicationControlManager`` would on a one-broker cluster.
 Everything is validated before the topic is written (``Log.create_topic``), so a refused topic
 leaves nothing behind; ``validate_only`` validates and creates nothing. A topic created
 concurrently by another peer of the directory is TOPIC_ALREADY_EXISTS, as in Kafka.
@@ -30,12 +36,13 @@ from typing import Any
 
 from txn_log.errors import InvalidPartitionsError, TopicAlreadyExistsError, TxnLogError
 from txn_log.topic_config import TopicConfig, validate_topic_name
-from txn_wire.broker import Broker, error_code
+from txn_wire.broker import BROKER_ID, Broker, error_code
 from txn_wire.codec import Plain, Request
 
 CREATE_TOPICS = 19
 DESCRIBE_CONFIGS = 32
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -64,7 +71,17 @@ def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) 
             return _refused(result, INVALID_REQUEST, f"topic {name!r} appears twice")
         validate_topic_name(name)
         if topic.get("assignments"):
-            return _refused(result, INVALID_REQUEST, "manual replica assignments are not supported")
+            if topic.get("num_partitions", -1) != -1 or replication != -1:
+                return _refused(
+                    result,
+                    INVALID_REQUEST,
+                    "a replica assignment was given, so num_partitions and "
+                    "replication_factor must both be -1",
+                )
+            placed = _assigned_partitions(topic["assignments"])
+            if isinstance(placed, str):
+                return _refused(result, INVALID_REPLICA_ASSIGNMENT, placed)
+            partitions = placed
         if replication not in (-1, 1):
             return _refused(
                 result,
@@ -90,6 +107,26 @@ def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) 
         "replication_factor": 1,
         "configs": [_config_entry(key, entry) for key, entry in _values(config).items()],
     }
+
+
+def _assigned_partitions(assignments: list[Plain]) -> int | str:
+    """The partition count of a replica assignment that fits this one broker, or why not."""
+    indexes = sorted(a["partition_index"] for a in assignments)
+    if indexes != list(range(len(indexes))):
+        return f"partition ids {indexes} are not the consecutive 0-based sequence 0..n-1"
+    for assignment in assignments:
+        brokers = list(assignment["broker_ids"])
+        index = assignment["partition_index"]
+        if not brokers:
+            return f"partition {index} has an empty replica list"
+        if len(set(brokers)) != len(brokers):
+            return f"partition {index} lists a broker more than once: {brokers}"
+        if brokers != [BROKER_ID]:
+            return (
+                f"partition {index} is placed on brokers {brokers}, but the only broker "
+                f"registered is {BROKER_ID}"
+            )
+    return len(indexes)
 
 
 def _refused(result: Plain, code: int, message: str) -> Plain:

@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.txn_wire.auth_clients import sasl_config, write_acls, write_users
 from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_wire.wire_clients import RawClient
 from txn_log.log import Log
 
 WAIT_S = 30
@@ -137,3 +138,60 @@ def test_create_topics_needs_create_on_the_cluster_or_the_topic(
         assert served.stop() == 0
     with Log.open(log_dir) as log:
         assert log.topics() == ["anything", "app-out", "orders"]
+
+
+def test_create_topics_takes_a_replica_assignment_that_fits_the_one_broker(
+    server: ServeProcess, log_dir: Path
+) -> None:
+    """librdkafka 0081: an assignment placing every partition on this broker (id 0) creates
+    the topic with that many partitions, as Kafka does; one naming a broker that does not
+    exist, leaving a gap in the partition ids, or listing a broker twice is
+    INVALID_REPLICA_ASSIGNMENT (39); an assignment beside a partition count or replication
+    factor is INVALID_REQUEST (42), as Kafka's ``ReplicationControlManager`` answers."""
+    client = admin(server)
+    codes = create(
+        client,
+        NewTopic("placed", 3, replica_assignment=[[0], [0], [0]]),
+        NewTopic("elsewhere", 2, replica_assignment=[[0], [1]]),
+        NewTopic("twice", 1, replica_assignment=[[0, 0]]),
+    )
+    assert codes == {
+        "placed": 0,
+        "elsewhere": KafkaError.INVALID_REPLICA_ASSIGNMENT,
+        "twice": KafkaError.INVALID_REPLICA_ASSIGNMENT,
+    }
+    raw = RawClient(server.port)
+    answer = raw.request(
+        19,
+        4,
+        {
+            "topics": [
+                _raw_topic("gap", -1, [(0, [0]), (2, [0])]),
+                _raw_topic("both", 2, [(0, [0]), (1, [0])]),
+                _raw_topic("empty", -1, [(0, [])]),
+            ],
+            "timeout_ms": 30_000,
+            "validate_only": False,
+        },
+    )
+    raw.close()
+    assert {t["name"]: t["error_code"] for t in answer["topics"]} == {
+        "gap": 39,
+        "both": 42,
+        "empty": 39,
+    }
+    with Log.open(log_dir) as log:
+        assert log.topics() == ["orders", "placed"]
+        assert len(log.partitions("placed")) == 3
+
+
+def _raw_topic(
+    name: str, partitions: int, placed: list[tuple[int, list[int]]]
+) -> dict[str, object]:
+    return {
+        "name": name,
+        "num_partitions": partitions,
+        "replication_factor": -1,
+        "assignments": [{"partition_index": p, "broker_ids": ids} for p, ids in placed],
+        "configs": [],
+    }
