@@ -49,6 +49,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from commit_protocol.kafka_cluster import (
+    ClusterSettings,
+    admin_error,
+    client_error,
+    fenced_producer,
+    producer_config,
+)
 from commit_protocol.kafka_ledger import (
     LEDGER_CONFIG,
     LEDGER_TOPIC,
@@ -56,13 +63,7 @@ from commit_protocol.kafka_ledger import (
     LedgerReader,
     LedgerRecord,
 )
-from commit_protocol.kafka_task import (
-    ClusterSettings,
-    KafkaTaskTransaction,
-    client_error,
-    fenced_producer,
-    producer_config,
-)
+from commit_protocol.kafka_task import KafkaTaskTransaction
 from commit_protocol.messages import LedgerEntry, TxnRef
 from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
 from txn_log.topic_partition import TopicPartition
@@ -362,12 +363,6 @@ class KafkaBackend:
             TopicPartition(p.topic, p.partition): (p.offset if p.offset >= 0 else None)
             for p in answer
         }
-
-
-def admin_error(error: KafkaException, doing: str) -> ConfigError:
-    """A failed admin or metadata request while ``doing`` something, with librdkafka's
-    message (authorization, an invalid topic config, an unreachable cluster)."""
-    return ConfigError(f"{doing} on the Kafka cluster failed: {error.args[0]}")
 
 
 def _now_ms() -> int:

@@ -66,7 +66,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from commit_protocol.kafka_task import ClusterSettings
+from commit_protocol.kafka_cluster import ClusterSettings
 from txn_log.errors import ConfigError, CorruptRecordError, InvalidTxnStateError
 
 LEDGER_TOPIC = "_txnlog_sink_ledger"
