@@ -26,13 +26,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from commit_protocol.backend import AtomicCommitBackend
 from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
-from txn_log.errors import (
-    ConfigError,
-    InvalidTxnStateError,
-    TopicAlreadyExistsError,
-    TxnLogError,
-)
+from txn_log.errors import ConfigError, TopicAlreadyExistsError, TxnLogError
 from txn_log.log import FORMAT_FILE, Log
 from txn_log.producer.producer import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, Producer
 from txn_log.topic_partition import TopicPartition
@@ -107,11 +103,10 @@ class EmbeddedTaskTransaction:
             self._producer.abort_transaction()
 
 
-class EmbeddedBackend:
-    """``LogBackend`` on one txnlog directory. Thread-safe; one per directory per process."""
-
-    tasks_commit = False
-    """Tasks leave their transaction open; the driver commits the batch atomically."""
+class EmbeddedBackend(AtomicCommitBackend):
+    """The ``AtomicCommitBackend`` of one txnlog directory: tasks leave their transaction
+    open, the driver commits the batch atomically. Thread-safe; one per directory per
+    process."""
 
     def __init__(self, log: Log) -> None:
         self.log = log
@@ -169,21 +164,9 @@ class EmbeddedBackend:
         producer.begin_transaction()
         return EmbeddedTaskTransaction(producer)
 
-    def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
-        """A task commits with its whole batch here: whether the batch committed."""
-        return self.is_batch_committed(sink_id, batch_id)
-
     def ledger_end(self) -> int:
         """0: the coordinator's ledger is looked up by key, never scanned."""
         return 0
-
-    def commit_task(
-        self, transaction: EmbeddedTaskTransaction, sink_id: str, batch_id: int, task_id: int
-    ) -> None:
-        raise InvalidTxnStateError(
-            f"task {task_id} of batch {batch_id} of sink {sink_id!r}: on a txnlog directory "
-            "tasks never commit; the driver commits the whole batch (commit_batch)"
-        )
 
     # --- the ledger and the batch commit -------------------------------------------------------
     # A sink's micro-batches are atomic commits of the log's coordinator (DESIGN §4): the
@@ -221,10 +204,8 @@ class EmbeddedBackend:
         transactions: Sequence[TxnRef],
         group_id: str | None,
         offsets: Sequence[tuple[str, int, int]],
-        *,
-        driver_transactional_id: str | None = None,
     ) -> bool:
-        """One atomic commit of the coordinator (``driver_transactional_id`` is unused)."""
+        """One atomic commit of the coordinator."""
         return self.log.coordinator.commit_transactions(
             ledger_key(sink_id),
             batch_id,
