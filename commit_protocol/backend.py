@@ -43,7 +43,8 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
+from commit_protocol.messages import LedgerEntry, PartitionWrite
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.topic_partition import TopicPartition
 
 

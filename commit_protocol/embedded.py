@@ -9,8 +9,9 @@ atomic commit of the coordinator (``TransactionCoordinator.commit_transactions``
 key is the sink id, the sequence the batch id), whose single PREPARE record is the commit
 point (DESIGN §4).
 
-The protocol's value types (``TxnRef``, ``LedgerEntry``) are its own: this module is the only
-place they meet the engine's, and the engine knows nothing of sinks or batches.
+The driver commits the tasks by the engine's own ``TxnRef``s; this module is the only place
+the protocol's sinks and batches meet the engine's ledger keys and sequences, and the engine
+knows nothing of sinks or batches.
 
 Every process that opens a log directory is a peer (DESIGN §3): ``EmbeddedBackend.open``
 keeps one ``Log`` per directory per process, so that a reused Spark Python worker does not
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from commit_protocol.backend import AtomicCommitBackend
-from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
+from commit_protocol.messages import LedgerEntry, PartitionWrite
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.errors import ConfigError, TopicAlreadyExistsError, TxnLogError
 from txn_log.log import FORMAT_FILE, Log
 from txn_log.producer.producer import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, Producer
@@ -186,10 +188,7 @@ class EmbeddedBackend(AtomicCommitBackend):
             LedgerEntry(
                 entry.ledger_key,
                 entry.sequence,
-                tuple(
-                    TxnRef(t.transactional_id, t.producer_id, t.producer_epoch)
-                    for t in entry.transactions
-                ),
+                tuple(t.transactional_id for t in entry.transactions),
                 entry.group_id,
                 entry.offsets,
                 entry.timestamp_ms,

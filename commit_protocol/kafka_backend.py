@@ -66,7 +66,7 @@ from commit_protocol.kafka_ledger import (
     LedgerRecord,
 )
 from commit_protocol.kafka_task import KafkaTaskTransaction
-from commit_protocol.messages import LedgerEntry, TxnRef
+from commit_protocol.messages import LedgerEntry
 from txn_log.errors import InvalidTxnStateError, UnknownTopicOrPartitionError
 from txn_log.topic_partition import TopicPartition
 
@@ -261,7 +261,7 @@ class KafkaBackend(TaskCommitBackend):
             LedgerEntry(
                 r.sink_id,
                 r.batch_id,
-                tuple(TxnRef(t, -1, -1) for t in r.transactions),
+                r.transactions,
                 r.group_id,
                 r.offsets,
                 r.timestamp_ms,
