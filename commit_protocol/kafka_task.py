@@ -1,5 +1,5 @@
 """One Spark write task's transaction on a Kafka cluster (the ``kafka`` backend's
-``TaskTransaction``, issue 16 item 3).
+``TaskTransaction``, DESIGN §5).
 
 A confluent-kafka transactional ``Producer`` created for the task's transactional id,
 ``init_transactions()`` (fencing every earlier attempt, aborting its open transaction), then
@@ -83,7 +83,7 @@ class KafkaTaskTransaction:
         Deliveries report failures only (``delivery.report.only.error``)."""
         transaction = cls(transactional_id, backend)
         try:
-            producer = fenced_producer(  # fences every earlier attempt
+            producer = fenced_producer(  # fences every earlier attempt (C-24)
                 {**config, "delivery.report.only.error": True},
                 backend.timeout_s,
                 backend.ledger_topic,
