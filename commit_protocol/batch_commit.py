@@ -1,6 +1,10 @@
 """Executor prepare, driver commit and abort of a Spark sink's micro-batches (DESIGN §4-5).
 
-Where the driver commits (``backend.tasks_commit`` False: the embedded backend):
+Two commit protocols, one per kind of backend (``commit_protocol.backend``), each making only
+its own backend's ledger calls; ``SinkCommitProtocol(backend, sink)`` is the one the backend's
+class calls for, as ``pathlib.Path(...)`` is a ``PosixPath`` or a ``WindowsPath``.
+
+``AtomicBatchCommit``, on an ``AtomicCommitBackend`` (embedded): the driver commits.
 
     executor (each task attempt)            driver (once per batch)
     ------------------------------------    ------------------------------------------------
@@ -16,8 +20,8 @@ Exactly once: a batch becomes visible only through ``commit``, as a whole; the l
 ``commit`` idempotent and makes re-run tasks of a committed batch write nothing; a fenced or
 timed-out task transaction makes ``commit`` raise before anything is written.
 
-Where each task commits (``backend.tasks_commit`` True: the Kafka backend, which cannot
-commit another process's transaction):
+``PerTaskCommit``, on a ``TaskCommitBackend`` (Kafka, which cannot commit another process's
+transaction): each task commits.
 
     begin_task: init_transactions() with <prefix>-<task id> FIRST (fencing every earlier
       attempt, aborting its open transaction), THEN the task ledger: committed -> skip
@@ -39,7 +43,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from commit_protocol.backend import LogBackend, TaskTransaction
+from commit_protocol.backend import (
+    AtomicCommitBackend,
+    LogBackend,
+    TaskCommitBackend,
+    TaskTransaction,
+)
 from commit_protocol.messages import TaskCommit
 from commit_protocol.naming import (
     TASK_SEPARATOR,
@@ -47,7 +56,10 @@ from commit_protocol.naming import (
     is_task_transactional_id,
     task_transactional_id,
 )
-from txn_log.errors import InvalidTxnStateError
+from txn_log.errors import ConfigError, InvalidTxnStateError
+
+Offsets = Sequence[tuple[str, int, int]]
+"""Consumed source offsets ``(topic, partition, next offset)``."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,23 @@ class TaskSettings:
 
 
 class SinkCommitProtocol:
-    """The commit protocol of one sink on one backend (see the module doc)."""
+    """The commit protocol of one sink on one backend (see the module doc):
+    ``SinkCommitProtocol(backend, sink, settings)`` is an ``AtomicBatchCommit`` or a
+    ``PerTaskCommit``, as the backend's class calls for; each overrides the four steps below
+    the base class leaves to it (``begin_task``, ``prepare_task``, ``commit``, ``abort``)."""
+
+    backend: LogBackend
+
+    def __new__(
+        cls, backend: LogBackend, sink: SinkIdentity, settings: TaskSettings = TaskSettings()
+    ) -> SinkCommitProtocol:
+        kind = protocol_of(backend)
+        if cls is not SinkCommitProtocol and kind is not cls:
+            raise ConfigError(
+                f"{cls.__name__} does not run on {type(backend).__name__}, whose commit "
+                f"protocol is {kind.__name__}"
+            )
+        return object.__new__(kind)
 
     def __init__(
         self, backend: LogBackend, sink: SinkIdentity, settings: TaskSettings = TaskSettings()
@@ -86,36 +114,41 @@ class SinkCommitProtocol:
     # --- executor side -------------------------------------------------------------------------
 
     def begin_task(self, batch_id: int, task_id: int) -> TaskTransaction | None:
-        """The task's fresh transaction, or None when the ledger says the batch (or, where
-        tasks commit, this task of it) committed."""
-        backend = self.backend
-        if not backend.tasks_commit and backend.is_batch_committed(self.sink.sink_id, batch_id):
-            return None
+        """The task's fresh transaction, or None when the ledger says the task's output for
+        the batch committed already."""
+        raise NotImplementedError
+
+    def prepare_task(
+        self, transaction: TaskTransaction, batch_id: int, task_id: int, attempt: int
+    ) -> TaskCommit:
+        """Make the task's writes durable and describe them for the driver."""
+        raise NotImplementedError
+
+    def skipped_task(self, batch_id: int, task_id: int, attempt: int) -> TaskCommit:
+        """The message of a task that found its output already committed."""
+        tid = task_transactional_id(self.sink.prefix, task_id)
+        return TaskCommit(self.sink.sink_id, batch_id, task_id, attempt, tid, skipped=True)
+
+    def _open_transaction(self, task_id: int) -> TaskTransaction:
+        """The task's transaction, fencing every earlier attempt of the task (C-24)."""
         settings = self.settings
-        transaction = backend.begin_transaction(
+        return self.backend.begin_transaction(
             task_transactional_id(self.sink.prefix, task_id),
             settings.transaction_timeout_ms,
             settings.compression,
             batch_size=settings.batch_size,
             buffer_memory=settings.buffer_memory,
         )
-        # fenced first: no earlier attempt can commit after the ledger was read
-        if backend.tasks_commit and backend.task_committed(
-            self.sink.sink_id, batch_id, task_id, since=self.sink.ledger_since
-        ):
-            transaction.abort()
-            return None
-        return transaction
 
-    def prepare_task(
-        self, transaction: TaskTransaction, batch_id: int, task_id: int, attempt: int
+    def _message(
+        self,
+        transaction: TaskTransaction,
+        batch_id: int,
+        task_id: int,
+        attempt: int,
+        *,
+        committed: bool = False,
     ) -> TaskCommit:
-        """Make the task's writes durable and describe them: the transaction stays open, or,
-        where tasks commit, commits with the task's ledger record."""
-        if self.backend.tasks_commit:
-            self.backend.commit_task(transaction, self.sink.sink_id, batch_id, task_id)
-        else:
-            transaction.flush()
         return TaskCommit(
             self.sink.sink_id,
             batch_id,
@@ -125,114 +158,30 @@ class SinkCommitProtocol:
             transaction.producer_id,
             transaction.producer_epoch,
             transaction.written(),
-            committed=self.backend.tasks_commit,
+            committed=committed,
         )
-
-    def skipped_task(self, batch_id: int, task_id: int, attempt: int) -> TaskCommit:
-        """The message of a task that found its batch already committed."""
-        tid = task_transactional_id(self.sink.prefix, task_id)
-        return TaskCommit(self.sink.sink_id, batch_id, task_id, attempt, tid, skipped=True)
 
     # --- driver side ---------------------------------------------------------------------------
 
     def commit(
-        self,
-        batch_id: int,
-        messages: Sequence[TaskCommit | None],
-        offsets: Sequence[tuple[str, int, int]] = (),
+        self, batch_id: int, messages: Sequence[TaskCommit | None], offsets: Offsets = ()
     ) -> bool:
-        """Commit the batch atomically; False (a no-op) when it already committed.
+        """Commit the batch; False (a no-op) when it already committed.
 
-        ``offsets`` are the consumed source offsets ``(topic, partition, next offset)``,
-        committed under the sink's group id in the same step. Raises (nothing committed) on a
-        missing or foreign message, or when a task transaction was fenced or timed out.
+        ``offsets`` are the consumed source offsets, committed under the sink's group id in
+        the same step. Raises (nothing committed, or the batch not recorded) on a missing or
+        foreign message.
         """
-        commits = self._checked(batch_id, messages)
-        if self.backend.tasks_commit:
-            return self._record_batch(batch_id, commits, offsets)
-        written = [c for c in commits if not c.skipped]
-        sink_id = self.sink.sink_id
-        if len(written) < len(commits) and not self.backend.is_batch_committed(sink_id, batch_id):
-            skipped = next(c for c in commits if c.skipped)
-            raise InvalidTxnStateError(
-                f"{skipped.describe()} skipped batch {batch_id} of sink {sink_id!r} as "
-                "committed, but the ledger has no such commit; nothing committed"
-            )
-        group_id = self.sink.group_id if offsets else None
-        committed = self.backend.commit_batch(
-            sink_id, batch_id, [c.txn_ref for c in written], group_id, offsets if group_id else ()
-        )
-        self.abort_zombies()
-        return committed
-
-    def _record_batch(
-        self, batch_id: int, commits: list[TaskCommit], offsets: Sequence[tuple[str, int, int]]
-    ) -> bool:
-        """The driver's commit where each task committed itself (see the module doc)."""
-        sink_id = self.sink.sink_id
-        for commit in commits:
-            if commit.skipped:
-                if not self.backend.task_committed(
-                    sink_id, batch_id, commit.task_id, since=self.sink.ledger_since
-                ):
-                    raise InvalidTxnStateError(
-                        f"{commit.describe()} skipped batch {batch_id} of sink {sink_id!r} as "
-                        "committed, but the ledger has no such commit; batch not recorded"
-                    )
-            elif not commit.committed:
-                raise InvalidTxnStateError(
-                    f"{commit.describe()} did not commit its transaction, which this backend "
-                    "requires of every task; batch not recorded"
-                )
-        group_id = self.sink.group_id if offsets else None
-        return self.backend.commit_batch(
-            sink_id,
-            batch_id,
-            [c.txn_ref for c in commits if not c.skipped],
-            group_id,
-            offsets if group_id else (),
-            driver_transactional_id=driver_transactional_id(self.sink.prefix),
-        )
+        raise NotImplementedError
 
     def abort(self, batch_id: int, messages: Sequence[TaskCommit | None]) -> list[str]:
-        """Abort every task transaction of the batch (and any zombie under the prefix).
+        """Abort what the batch's tasks left open; the aborted (or fenced) transactional ids."""
+        raise NotImplementedError
 
-        A batch that already committed is left alone: its transactions are no longer open.
-        Where tasks commit, a committed task cannot be undone (a re-run skips it); the ids of
-        tasks without a message are fenced instead, as the cluster cannot list open
-        transactions. Returns the aborted transactional ids.
-        """
-        if self.backend.tasks_commit:
-            return self._fence_unfinished(messages)
-        aborted = [
-            message.transactional_id
-            for message in messages
-            if message is not None
-            and not message.skipped
-            and self.backend.abort_transaction(message.transactional_id)
-        ]
-        return sorted(aborted + self.abort_zombies())
-
-    def _fence_unfinished(self, messages: Sequence[TaskCommit | None]) -> list[str]:
-        """Fence each task (by its message's position, Spark's task partition id) that did not
-        commit: its open transaction, if any, is aborted."""
-        ids = [
-            task_transactional_id(self.sink.prefix, index)
-            if message is None
-            else message.transactional_id
-            for index, message in enumerate(messages)
-            if message is None or not (message.skipped or message.committed)
-        ]
-        return sorted(tid for tid in ids if self.backend.abort_transaction(tid))
-
-    def abort_zombies(self) -> list[str]:
-        """Abort open transactions of this sink's tasks: ``<prefix>-<n>`` exactly."""
-        prefix = self.sink.prefix
-        return [
-            tid
-            for tid in self.backend.open_transactions(prefix + TASK_SEPARATOR)
-            if is_task_transactional_id(prefix, tid) and self.backend.abort_transaction(tid)
-        ]
+    def _group_offsets(self, offsets: Offsets) -> tuple[str | None, Offsets]:
+        """The group id and offsets to commit: none without offsets or without a group."""
+        group_id = self.sink.group_id if offsets else None
+        return group_id, offsets if group_id else ()
 
     def _checked(self, batch_id: int, messages: Sequence[TaskCommit | None]) -> list[TaskCommit]:
         where = f"batch {batch_id} of sink {self.sink.sink_id!r}"
@@ -259,3 +208,149 @@ class SinkCommitProtocol:
             seen[message.transactional_id] = message
             commits.append(message)
         return commits
+
+
+def protocol_of(backend: LogBackend) -> type[SinkCommitProtocol]:
+    """The commit protocol that ``backend``'s class calls for."""
+    if isinstance(backend, AtomicCommitBackend):
+        return AtomicBatchCommit
+    if isinstance(backend, TaskCommitBackend):
+        return PerTaskCommit
+    raise ConfigError(
+        f"{type(backend).__name__} is neither an AtomicCommitBackend nor a TaskCommitBackend "
+        "(commit_protocol.backend): no sink commit protocol runs on it"
+    )
+
+
+class AtomicBatchCommit(SinkCommitProtocol):
+    """Tasks prepare, the driver commits the whole batch atomically (see the module doc)."""
+
+    backend: AtomicCommitBackend
+
+    def begin_task(self, batch_id: int, task_id: int) -> TaskTransaction | None:
+        if self.backend.is_batch_committed(self.sink.sink_id, batch_id):
+            return None
+        return self._open_transaction(task_id)
+
+    def prepare_task(
+        self, transaction: TaskTransaction, batch_id: int, task_id: int, attempt: int
+    ) -> TaskCommit:
+        """Make the task's writes durable; the transaction stays open for the driver."""
+        transaction.flush()
+        return self._message(transaction, batch_id, task_id, attempt)
+
+    def commit(
+        self, batch_id: int, messages: Sequence[TaskCommit | None], offsets: Offsets = ()
+    ) -> bool:
+        """Commit the batch atomically; False (a no-op) when it already committed. Raises
+        (nothing committed) on a missing or foreign message, a skip the ledger does not
+        confirm, or a task transaction that was fenced or timed out."""
+        commits = self._checked(batch_id, messages)
+        written = [c for c in commits if not c.skipped]
+        sink_id = self.sink.sink_id
+        if len(written) < len(commits) and not self.backend.is_batch_committed(sink_id, batch_id):
+            skipped = next(c for c in commits if c.skipped)
+            raise InvalidTxnStateError(
+                f"{skipped.describe()} skipped batch {batch_id} of sink {sink_id!r} as "
+                "committed, but the ledger has no such commit; nothing committed"
+            )
+        group_id, group_offsets = self._group_offsets(offsets)
+        committed = self.backend.commit_batch(
+            sink_id, batch_id, [c.txn_ref for c in written], group_id, group_offsets
+        )
+        self.abort_zombies()
+        return committed
+
+    def abort(self, batch_id: int, messages: Sequence[TaskCommit | None]) -> list[str]:
+        """Abort every task transaction of the batch (and any zombie under the prefix). A
+        batch that already committed is left alone: its transactions are no longer open."""
+        aborted = [
+            message.transactional_id
+            for message in messages
+            if message is not None
+            and not message.skipped
+            and self.backend.abort_transaction(message.transactional_id)
+        ]
+        return sorted(aborted + self.abort_zombies())
+
+    def abort_zombies(self) -> list[str]:
+        """Abort open transactions of this sink's tasks: ``<prefix>-<n>`` exactly."""
+        prefix = self.sink.prefix
+        return [
+            tid
+            for tid in self.backend.open_transactions(prefix + TASK_SEPARATOR)
+            if is_task_transactional_id(prefix, tid) and self.backend.abort_transaction(tid)
+        ]
+
+
+class PerTaskCommit(SinkCommitProtocol):
+    """Each task commits its own transaction with its ledger record; the driver records the
+    batch (see the module doc)."""
+
+    backend: TaskCommitBackend
+
+    def begin_task(self, batch_id: int, task_id: int) -> TaskTransaction | None:
+        transaction = self._open_transaction(task_id)
+        # fenced first: no earlier attempt can commit after the ledger was read
+        if self._task_committed(batch_id, task_id):
+            transaction.abort()
+            return None
+        return transaction
+
+    def prepare_task(
+        self, transaction: TaskTransaction, batch_id: int, task_id: int, attempt: int
+    ) -> TaskCommit:
+        """Commit the task's writes with its ledger record; the message says ``committed``."""
+        self.backend.commit_task(transaction, self.sink.sink_id, batch_id, task_id)
+        return self._message(transaction, batch_id, task_id, attempt, committed=True)
+
+    def commit(
+        self, batch_id: int, messages: Sequence[TaskCommit | None], offsets: Offsets = ()
+    ) -> bool:
+        """Record the batch with the group offsets, once every task committed or its skip is
+        in the ledger; False (a no-op) when the ledger has the batch. Raises (the batch not
+        recorded) otherwise."""
+        commits = self._checked(batch_id, messages)
+        sink_id = self.sink.sink_id
+        for commit in commits:
+            if commit.skipped:
+                if not self._task_committed(batch_id, commit.task_id):
+                    raise InvalidTxnStateError(
+                        f"{commit.describe()} skipped batch {batch_id} of sink {sink_id!r} as "
+                        "committed, but the ledger has no such commit; batch not recorded"
+                    )
+            elif not commit.committed:
+                raise InvalidTxnStateError(
+                    f"{commit.describe()} did not commit its transaction, which this backend "
+                    "requires of every task; batch not recorded"
+                )
+        group_id, group_offsets = self._group_offsets(offsets)
+        return self.backend.record_batch(
+            sink_id,
+            batch_id,
+            [c.transactional_id for c in commits if not c.skipped],
+            group_id,
+            group_offsets,
+            driver_transactional_id=driver_transactional_id(self.sink.prefix),
+        )
+
+    def abort(self, batch_id: int, messages: Sequence[TaskCommit | None]) -> list[str]:
+        """Fence each task (by its message's position, Spark's task partition id) that did
+        not commit: its open transaction, if any, is aborted. A committed task cannot be
+        undone (a re-run skips it); the ids of tasks without a message are fenced, as the
+        cluster cannot list open transactions."""
+        ids = [
+            task_transactional_id(self.sink.prefix, index)
+            if message is None
+            else message.transactional_id
+            for index, message in enumerate(messages)
+            if message is None or not (message.skipped or message.committed)
+        ]
+        for tid in ids:
+            self.backend.fence(tid)
+        return sorted(ids)
+
+    def _task_committed(self, batch_id: int, task_id: int) -> bool:
+        return self.backend.task_committed(
+            self.sink.sink_id, batch_id, task_id, since=self.sink.ledger_since
+        )

@@ -9,8 +9,9 @@ atomic commit of the coordinator (``TransactionCoordinator.commit_transactions``
 key is the sink id, the sequence the batch id), whose single PREPARE record is the commit
 point (DESIGN §4).
 
-The protocol's value types (``TxnRef``, ``LedgerEntry``) are its own: this module is the only
-place they meet the engine's, and the engine knows nothing of sinks or batches.
+The driver commits the tasks by the engine's own ``TxnRef``s; this module is the only place
+the protocol's sinks and batches meet the engine's ledger keys and sequences, and the engine
+knows nothing of sinks or batches.
 
 Every process that opens a log directory is a peer (DESIGN §3): ``EmbeddedBackend.open``
 keeps one ``Log`` per directory per process, so that a reused Spark Python worker does not
@@ -26,13 +27,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from commit_protocol.messages import LedgerEntry, PartitionWrite, TxnRef
-from txn_log.errors import (
-    ConfigError,
-    InvalidTxnStateError,
-    TopicAlreadyExistsError,
-    TxnLogError,
-)
+from commit_protocol.backend import AtomicCommitBackend
+from commit_protocol.messages import LedgerEntry, PartitionWrite
+from txn_log.coordinator.txn_ref import TxnRef
+from txn_log.errors import ConfigError, TopicAlreadyExistsError, TxnLogError
 from txn_log.log import FORMAT_FILE, Log
 from txn_log.producer.producer import DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY, Producer
 from txn_log.topic_partition import TopicPartition
@@ -107,11 +105,10 @@ class EmbeddedTaskTransaction:
             self._producer.abort_transaction()
 
 
-class EmbeddedBackend:
-    """``LogBackend`` on one txnlog directory. Thread-safe; one per directory per process."""
-
-    tasks_commit = False
-    """Tasks leave their transaction open; the driver commits the batch atomically."""
+class EmbeddedBackend(AtomicCommitBackend):
+    """The ``AtomicCommitBackend`` of one txnlog directory: tasks leave their transaction
+    open, the driver commits the batch atomically. Thread-safe; one per directory per
+    process."""
 
     def __init__(self, log: Log) -> None:
         self.log = log
@@ -169,21 +166,9 @@ class EmbeddedBackend:
         producer.begin_transaction()
         return EmbeddedTaskTransaction(producer)
 
-    def task_committed(self, sink_id: str, batch_id: int, task_id: int, *, since: int = 0) -> bool:
-        """A task commits with its whole batch here: whether the batch committed."""
-        return self.is_batch_committed(sink_id, batch_id)
-
     def ledger_end(self) -> int:
         """0: the coordinator's ledger is looked up by key, never scanned."""
         return 0
-
-    def commit_task(
-        self, transaction: EmbeddedTaskTransaction, sink_id: str, batch_id: int, task_id: int
-    ) -> None:
-        raise InvalidTxnStateError(
-            f"task {task_id} of batch {batch_id} of sink {sink_id!r}: on a txnlog directory "
-            "tasks never commit; the driver commits the whole batch (commit_batch)"
-        )
 
     # --- the ledger and the batch commit -------------------------------------------------------
     # A sink's micro-batches are atomic commits of the log's coordinator (DESIGN §4): the
@@ -203,10 +188,7 @@ class EmbeddedBackend:
             LedgerEntry(
                 entry.ledger_key,
                 entry.sequence,
-                tuple(
-                    TxnRef(t.transactional_id, t.producer_id, t.producer_epoch)
-                    for t in entry.transactions
-                ),
+                tuple(t.transactional_id for t in entry.transactions),
                 entry.group_id,
                 entry.offsets,
                 entry.timestamp_ms,
@@ -221,10 +203,8 @@ class EmbeddedBackend:
         transactions: Sequence[TxnRef],
         group_id: str | None,
         offsets: Sequence[tuple[str, int, int]],
-        *,
-        driver_transactional_id: str | None = None,
     ) -> bool:
-        """One atomic commit of the coordinator (``driver_transactional_id`` is unused)."""
+        """One atomic commit of the coordinator."""
         return self.log.coordinator.commit_transactions(
             ledger_key(sink_id),
             batch_id,

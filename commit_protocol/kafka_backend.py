@@ -1,9 +1,10 @@
-"""The ``kafka`` backend: the commit protocol on any Kafka cluster through confluent-kafka
-(issue 16 items 3-4).
+"""The ``kafka`` backend: the per-task commit on any Kafka cluster through confluent-kafka
+(DESIGN §5).
 
 librdkafka cannot commit a transaction that another process opened (no KIP-939 prepare/resume
 API in any released client: see ``commit_protocol.backend``), so here EACH TASK COMMITS ITS OWN
-TRANSACTION, exactly once per task (``tasks_commit`` is True):
+TRANSACTION, exactly once per task (a ``TaskCommitBackend``; its protocol is
+``batch_commit.PerTaskCommit``):
 
     begin_transaction   Producer(transactional.id = <prefix>-<task partition id>, idempotent,
                         acks=all, transaction.timeout.ms, compression.type, batch.size,
@@ -16,16 +17,16 @@ TRANSACTION, exactly once per task (``tasks_commit`` is True):
                         headers) to the routed partition
     commit_task         flush, the task's ledger record in the SAME transaction,
                         commit_transaction(): rows and ledger record become visible together
-    commit_batch        the driver, once every task committed or skipped: its own transactional
+    record_batch        the driver, once every task committed or skipped: its own transactional
                         producer ``<prefix>-driver`` (fenced in once per process, reused)
                         writes the batch's ledger record and
                         commits the consumed source offsets to the group
                         (send_offsets_to_transaction), both atomically; a no-op when the
                         ledger already has the batch
-    abort_transaction   fence the id (init_transactions() on a fresh producer): its open
+    fence               init_transactions() on a fresh producer of the id: its open
                         transaction is aborted; a task that committed cannot be undone (its
-                        rows stay, and a re-run skips it by the ledger)
-    open_transactions   always empty: confluent-kafka 2.16 (librdkafka 2.16.0) exposes no
+                        rows stay, and a re-run skips it by the ledger). Ids are fenced, never
+                        listed: confluent-kafka 2.16 (librdkafka 2.16.0) exposes no
                         ListTransactions, and ``txnlog serve`` does not serve it; a zombie task
                         transaction that nobody fences ends by its transaction.timeout.ms
                         (G-14: a zombie that never starts again is not fenced)
@@ -49,6 +50,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from commit_protocol.backend import TaskCommitBackend, TaskTransaction
+from commit_protocol.kafka_cluster import (
+    ClusterSettings,
+    admin_error,
+    client_error,
+    fenced_producer,
+    producer_config,
+)
 from commit_protocol.kafka_ledger import (
     LEDGER_CONFIG,
     LEDGER_TOPIC,
@@ -56,15 +65,9 @@ from commit_protocol.kafka_ledger import (
     LedgerReader,
     LedgerRecord,
 )
-from commit_protocol.kafka_task import (
-    ClusterSettings,
-    KafkaTaskTransaction,
-    client_error,
-    fenced_producer,
-    producer_config,
-)
-from commit_protocol.messages import LedgerEntry, TxnRef
-from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
+from commit_protocol.kafka_task import KafkaTaskTransaction
+from commit_protocol.messages import LedgerEntry
+from txn_log.errors import InvalidTxnStateError, UnknownTopicOrPartitionError
 from txn_log.topic_partition import TopicPartition
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -73,10 +76,8 @@ _BACKENDS: dict[tuple[ClusterSettings, str], KafkaBackend] = {}
 _BACKENDS_LOCK = threading.Lock()
 
 
-class KafkaBackend:
-    """``LogBackend`` on a Kafka cluster (see the module doc)."""
-
-    tasks_commit = True
+class KafkaBackend(TaskCommitBackend):
+    """The ``TaskCommitBackend`` of a Kafka cluster (see the module doc)."""
 
     def __init__(
         self,
@@ -213,9 +214,14 @@ class KafkaBackend:
         return self._reader().end()
 
     def commit_task(
-        self, transaction: KafkaTaskTransaction, sink_id: str, batch_id: int, task_id: int
+        self, transaction: TaskTransaction, sink_id: str, batch_id: int, task_id: int
     ) -> None:
         """Write the task's ledger record into its transaction and commit both."""
+        if not isinstance(transaction, KafkaTaskTransaction):
+            raise InvalidTxnStateError(
+                f"task {task_id} of batch {batch_id} of sink {sink_id!r}: "
+                f"{type(transaction).__name__} is no transaction of a Kafka cluster"
+            )
         tid = transaction.transactional_id
         record = LedgerRecord(sink_id, batch_id, task_id, (tid,), None, (), _now_ms(), tid)
         self._reader()  # the ledger topic exists before the record goes to it
@@ -233,7 +239,7 @@ class KafkaBackend:
                     self._admin,
                     self.ledger_topic,
                     self.timeout_s,
-                    fence=self.abort_transaction,
+                    fence=self.fence,
                     zombie_after_s=self.zombie_after_s,
                 )
             return self._ledger
@@ -255,7 +261,7 @@ class KafkaBackend:
             LedgerEntry(
                 r.sink_id,
                 r.batch_id,
-                tuple(TxnRef(t, -1, -1) for t in r.transactions),
+                r.transactions,
                 r.group_id,
                 r.offsets,
                 r.timestamp_ms,
@@ -263,20 +269,18 @@ class KafkaBackend:
             for r in sorted(batches, key=lambda r: r.sink_id)
         )
 
-    def commit_batch(
+    def record_batch(
         self,
         sink_id: str,
         batch_id: int,
-        transactions: Sequence[TxnRef],
+        transactional_ids: Sequence[str],
         group_id: str | None,
         offsets: Sequence[tuple[str, int, int]],
         *,
-        driver_transactional_id: str | None = None,
+        driver_transactional_id: str,
     ) -> bool:
         """Record the batch (its tasks committed already) and commit the group offsets in one
         transaction of ``driver_transactional_id``; False if the ledger has the batch."""
-        if driver_transactional_id is None:
-            raise ConfigError("the Kafka backend's batch commit needs the driver's transaction id")
         with self._drivers_lock:  # one batch commit per driver id at a time in this process
             producer = self._driver_producer(driver_transactional_id)
             try:
@@ -287,7 +291,7 @@ class KafkaBackend:
                     sink_id,
                     batch_id,
                     None,
-                    tuple(t.transactional_id for t in transactions),
+                    tuple(transactional_ids),
                     group_id,
                     tuple(offsets),
                     _now_ms(),
@@ -328,15 +332,10 @@ class KafkaBackend:
         finally:
             consumer.close()
 
-    def open_transactions(self, prefix: str) -> list[str]:
-        """Always empty: no ListTransactions in confluent-kafka 2.16 (see the module doc)."""
-        return []
-
-    def abort_transaction(self, transactional_id: str) -> bool:
-        """Fence ``transactional_id``: whatever it had open is aborted. True: Kafka does not
-        say whether anything was open."""
+    def fence(self, transactional_id: str) -> None:
+        """Fence ``transactional_id``: whatever it had open is aborted (Kafka does not say
+        whether anything was)."""
         self._fence(transactional_id)
-        return True
 
     def _fence(self, transactional_id: str) -> Producer:
         """A fresh producer of ``transactional_id`` that fenced every earlier one."""
@@ -362,12 +361,6 @@ class KafkaBackend:
             TopicPartition(p.topic, p.partition): (p.offset if p.offset >= 0 else None)
             for p in answer
         }
-
-
-def admin_error(error: KafkaException, doing: str) -> ConfigError:
-    """A failed admin or metadata request while ``doing`` something, with librdkafka's
-    message (authorization, an invalid topic config, an unreachable cluster)."""
-    return ConfigError(f"{doing} on the Kafka cluster failed: {error.args[0]}")
 
 
 def _now_ms() -> int:

@@ -1,5 +1,5 @@
-"""The Kafka backend's ledger: a compacted one-partition topic of the sinks' commits (issue 16
-item 3).
+"""The Kafka backend's ledger: a compacted one-partition topic of the sinks' commits
+(DESIGN §5).
 
 Two kinds of record, each keyed so that compaction keeps exactly the newest one per key:
 
@@ -16,7 +16,7 @@ key holds a batch id >= ``b``"; the ledger's size is bounded by its live keys (s
 task partition ids), whatever the number of batches.
 
 Reading (``LedgerReader``) is read_committed (B-05), never misses a commit, and never waits on
-a transaction that cannot hold the answer (issue 29 item 2). Every sink of the cluster shares
+a transaction that cannot hold the answer (DESIGN §5). Every sink of the cluster shares
 this one partition, so an open transaction of ANY sink (a task SIGKILLed between its ledger
 record and its commit stays open until its ``transaction.timeout.ms``, 900 s by default) holds
 the partition's last stable offset (LSO, B-03) back. A lookup of one key therefore:
@@ -66,7 +66,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from commit_protocol.kafka_task import ClusterSettings
+from commit_protocol.kafka_cluster import ClusterSettings
 from txn_log.errors import ConfigError, CorruptRecordError, InvalidTxnStateError
 
 LEDGER_TOPIC = "_txnlog_sink_ledger"
@@ -96,8 +96,8 @@ def ledger_key(sink_id: str, task_id: int | None) -> bytes:
 class LedgerRecord:
     """One ledger record (see the module doc). ``transactions`` are the transactional ids a
     batch record covers; a task record names its own. ``writer`` is the transactional id whose
-    transaction wrote the record (None in records written before issue 29: then a task
-    record's writer is its one transaction, a batch record's is unknown)."""
+    transaction wrote the record (None in records of versions that did not write the field:
+    then a task record's writer is its one transaction, a batch record's is unknown)."""
 
     sink_id: str
     batch_id: int

@@ -1,5 +1,5 @@
 """One Spark write task's transaction on a Kafka cluster (the ``kafka`` backend's
-``TaskTransaction``, issue 16 item 3).
+``TaskTransaction``, DESIGN §5).
 
 A confluent-kafka transactional ``Producer`` created for the task's transactional id,
 ``init_transactions()`` (fencing every earlier attempt, aborting its open transaction), then
@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Hashable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from commit_protocol.kafka_cluster import FENCED_CODES, client_error, fenced_producer
 from commit_protocol.messages import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, PartitionWrite
 from txn_log.errors import (
     InvalidTxnStateError,
@@ -41,83 +42,28 @@ from txn_log.errors import (
 from txn_log.fault_points import crash_point
 from txn_log.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from commit_protocol.kafka_backend import KafkaBackend
-
-
-class ClusterSettings(Hashable, Protocol):
-    """A Kafka cluster and the user's client settings: ``datasource_options.location``'s
-    ``KafkaCluster`` (the commit protocol sits below the options and does not import them)."""
-
-    def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]: ...
-
-    def describe(self) -> str: ...
-
-
 RECORD_OVERHEAD = 61 + 21
 """A record batch header and the most a record's framing adds (varints, attributes)."""
-_FENCED = {
-    KafkaError._FENCED,
-    KafkaError.PRODUCER_FENCED,
-    KafkaError.INVALID_PRODUCER_EPOCH,
-    KafkaError.INVALID_PRODUCER_ID_MAPPING,
-}
 
 
-def producer_config(
-    cluster: ClusterSettings,
-    transactional_id: str,
-    timeout_ms: int,
-    compression: str,
-    batch_size: int,
-    buffer_memory: int,
-) -> dict[str, Any]:
-    """The transactional producer's settings: the user's ``kafka.*`` ones, then the sink's."""
-    return cluster.client_config(
-        transactional_id=transactional_id,
-        enable_idempotence=True,
-        acks="all",
-        transaction_timeout_ms=timeout_ms,
-        compression_type=compression,
-        batch_size=min(batch_size, 1_000_000_000 - 1024),
-        message_max_bytes=min(max(batch_size + 1024, 1_048_588), 1_000_000_000),
-        queue_buffering_max_kbytes=max(1, min(buffer_memory // 1024, 2_147_483_647)),
-        allow_auto_create_topics=False,  # topics exist (or createTopic made them) first
-    )
+class TaskBackend(Protocol):
+    """What a task transaction asks of its backend (``KafkaBackend``): how long a request may
+    take, a topic whose metadata it may fetch before fencing, and each topic's
+    ``max.message.bytes``."""
 
+    @property
+    def timeout_s(self) -> float: ...
 
-def client_error(error: KafkaException, doing: str) -> TxnLogError:
-    """The project's typed error for a librdkafka error while ``doing`` something."""
-    kafka_error = error.args[0]
-    message = f"{doing}: {kafka_error}"
-    if not isinstance(kafka_error, KafkaError):
-        return InvalidTxnStateError(message)
-    if kafka_error.code() in _FENCED:
-        return ProducerFencedError(f"{message}; a newer attempt took over the transactional id")
-    if kafka_error.txn_requires_abort():
-        return TransactionAbortableError(f"{message}; the transaction can only abort")
-    if kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-        return RecordTooLargeError(message)
-    return InvalidTxnStateError(message)
+    @property
+    def ledger_topic(self) -> str: ...
 
-
-def fenced_producer(config: dict[str, Any], timeout_s: float, known_topic: str) -> Producer:
-    """A transactional producer that owns its id: ``init_transactions()`` fenced every
-    earlier instance (aborting its open transaction, C-24). The cluster's metadata is fetched
-    first (for ``known_topic`` only): librdkafka otherwise may look the transaction
-    coordinator up on the bootstrap connection just as it swaps it for the broker's own and
-    lose the answer, retrying 500 ms later (measured against ``txnlog serve``: about one
-    producer in two)."""
-    producer = Producer(config)
-    producer.list_topics(known_topic, timeout=timeout_s)
-    producer.init_transactions(timeout_s)
-    return producer
+    def max_batch_bytes(self, topic: str) -> int: ...
 
 
 class KafkaTaskTransaction:
     """One task attempt's open transaction on a Kafka cluster (see the module doc)."""
 
-    def __init__(self, transactional_id: str, backend: KafkaBackend) -> None:
+    def __init__(self, transactional_id: str, backend: TaskBackend) -> None:
         self._transactional_id = transactional_id
         self._backend = backend
         self._producer: Producer | None = None
@@ -131,13 +77,13 @@ class KafkaTaskTransaction:
 
     @classmethod
     def begin(
-        cls, config: dict[str, Any], transactional_id: str, backend: KafkaBackend
+        cls, config: dict[str, Any], transactional_id: str, backend: TaskBackend
     ) -> KafkaTaskTransaction:
         """A producer for ``config``, fenced in (``init_transactions``), in a transaction.
         Deliveries report failures only (``delivery.report.only.error``)."""
         transaction = cls(transactional_id, backend)
         try:
-            producer = fenced_producer(  # fences every earlier attempt
+            producer = fenced_producer(  # fences every earlier attempt (C-24)
                 {**config, "delivery.report.only.error": True},
                 backend.timeout_s,
                 backend.ledger_topic,
@@ -284,7 +230,7 @@ class KafkaTaskTransaction:
         error = self._delivery_error
         if error is None:
             return
-        if error.code() in _FENCED or error.fatal():
+        if error.code() in FENCED_CODES or error.fatal():
             self._failed = ProducerFencedError(
                 f"transaction {self._transactional_id!r}: {error}; a newer attempt took over "
                 "the transactional id"

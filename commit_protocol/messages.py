@@ -1,19 +1,22 @@
 """The commit protocol's values: what a write task tells the driver, and what a ledger holds.
 
-A task never commits (DESIGN §5): it leaves its transaction open and durable, and returns the
-transaction's identity (transactional id, producer id, epoch) with what it wrote, in one small,
-picklable, immutable ``TaskCommit``, so that the driver can commit every task of the
-micro-batch in one atomic step. The producer id and epoch pin the message to one attempt: a
-message of an attempt that was fenced since can never commit.
+A task returns its transaction's identity (transactional id, producer id, epoch) with what it
+wrote, in one small, picklable, immutable ``TaskCommit`` (DESIGN §5). Where the driver commits
+(``batch_commit.AtomicBatchCommit``) the task left its transaction open and durable, and the
+driver commits every task of the micro-batch in one atomic step by the engine's ``TxnRef``s:
+the producer id and epoch pin the message to one attempt, so a message of an attempt that was
+fenced since can never commit. Where each task commits (``batch_commit.PerTaskCommit``) the
+message says so, and the driver records the batch by the tasks' transactional ids.
 
-These types belong to the protocol, not to a backend: each backend maps them onto its log (the
-embedded one onto the coordinator's atomic commit, ``commit_protocol.embedded``).
+These types belong to the protocol, not to a backend; ``LedgerEntry`` is what every backend's
+ledger knows of a committed batch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.topic_partition import TopicPartition
 
 NO_PRODUCER_ID = -1
@@ -21,26 +24,17 @@ NO_PRODUCER_EPOCH = -1
 
 
 @dataclass(frozen=True)
-class TxnRef:
-    """One task transaction as the driver commits it: its id, producer id and epoch."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-
-
-@dataclass(frozen=True)
 class LedgerEntry:
     """The last committed micro-batch of one sink, as the backend's ledger holds it.
 
-    ``transactions`` were committed with it, and ``offsets`` ``(topic, partition, next
-    offset)`` under ``group_id`` (None when it committed none); ``timestamp_ms`` is when the
-    ledger last recorded it.
+    ``transactions`` are the transactional ids of the task transactions committed with it,
+    and ``offsets`` ``(topic, partition, next offset)`` were committed under ``group_id``
+    (None when it committed none); ``timestamp_ms`` is when the ledger last recorded it.
     """
 
     sink_id: str
     batch_id: int
-    transactions: tuple[TxnRef, ...]
+    transactions: tuple[str, ...]
     group_id: str | None
     offsets: tuple[tuple[str, int, int], ...]
     timestamp_ms: int
@@ -87,7 +81,8 @@ class TaskCommit:
 
     @property
     def txn_ref(self) -> TxnRef:
-        """The reference by which the driver commits this attempt's transaction."""
+        """The reference by which the driver commits this attempt's transaction (ValueError
+        for a message without a producer id: a skip, or a task that committed itself)."""
         return TxnRef(self.transactional_id, self.producer_id, self.producer_epoch)
 
     def describe(self) -> str:

@@ -11,8 +11,9 @@ that runs ``commit`` / ``abort``), pickles it to the tasks, and calls:
                                 for a batch the ledger already holds
     abort(messages, batchId)    on the driver: aborts every task transaction of the batch
 
-In Kafka mode (``kafka.bootstrap.servers`` instead of a path) the same calls run the Kafka
-backend's variant of the protocol (``commit_protocol.batch_commit``): each task commits its
+The commit protocol is the backend's (``commit_protocol.batch_commit``): the above is the
+atomic batch commit of a log directory. In Kafka mode (``kafka.bootstrap.servers`` instead of a
+path) the same calls run the per-task commit of a Kafka cluster: each task commits its
 own transaction with its ledger record before ``write`` returns (exactly once per task, a
 batch visible task by task), ``commit`` records the batch and commits the consumed offsets to
 the group, and ``abort`` fences the tasks that did not commit; the checkpoint stays the

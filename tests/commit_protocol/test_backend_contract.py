@@ -21,8 +21,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from commit_protocol.backend import LogBackend
-from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity, TaskSettings
+from commit_protocol.backend import LogBackend, TaskCommitBackend
+from commit_protocol.batch_commit import (
+    AtomicBatchCommit,
+    PerTaskCommit,
+    SinkCommitProtocol,
+    SinkIdentity,
+    TaskSettings,
+)
 from commit_protocol.embedded import EmbeddedBackend
 from commit_protocol.kafka_backend import KafkaBackend
 from commit_protocol.messages import TaskCommit
@@ -30,6 +36,7 @@ from datasource_options.location import KafkaCluster
 from tests.txn_wire.serve_process import ServeProcess, start_serve
 from txn_log.clock import ManualClock
 from txn_log.errors import (
+    ConfigError,
     FencedError,
     InvalidTxnStateError,
     ProducerFencedError,
@@ -53,8 +60,9 @@ class Harness:
     open_transactions: Callable[[], list[str]]
 
     @property
-    def tasks_commit(self) -> bool:
-        return self.backend.tasks_commit
+    def per_task_commit(self) -> bool:
+        """Whether each task commits its own transaction (a ``TaskCommitBackend``)."""
+        return isinstance(self.backend, TaskCommitBackend)
 
 
 def _observer(log: Log) -> tuple[Callable[[str], list[bytes]], Callable[[], list[str]]]:
@@ -135,6 +143,25 @@ def run_task(
     return protocol.prepare_task(txn, batch_id, task_id, attempt)
 
 
+def test_the_backends_class_picks_its_commit_protocol(harness: Harness) -> None:
+    """An ``AtomicCommitBackend`` runs the atomic batch commit, a ``TaskCommitBackend`` the
+    per-task commit; a protocol built for the other kind refuses the backend."""
+    expected, other = (
+        (PerTaskCommit, AtomicBatchCommit)
+        if harness.per_task_commit
+        else (AtomicBatchCommit, PerTaskCommit)
+    )
+    assert type(SinkCommitProtocol(harness.backend, SINK)) is expected
+    assert type(expected(harness.backend, SINK)) is expected
+    with pytest.raises(ConfigError, match=expected.__name__):
+        other(harness.backend, SINK)
+
+
+def test_a_backend_of_neither_kind_has_no_commit_protocol() -> None:
+    with pytest.raises(ConfigError, match="neither an AtomicCommitBackend nor"):
+        SinkCommitProtocol(object(), SINK)  # type: ignore[arg-type]
+
+
 def test_batch_is_invisible_until_the_driver_commits_then_visible_at_once(
     harness: Harness,
 ) -> None:
@@ -143,14 +170,14 @@ def test_batch_is_invisible_until_the_driver_commits_then_visible_at_once(
     transaction), before the driver records the batch."""
     protocol = SinkCommitProtocol(harness.backend, SINK)
     first = run_task(harness, protocol, 0, 0, {0: ["a", "b"], 1: ["c"]})
-    if harness.tasks_commit:
+    if harness.per_task_commit:
         assert first.committed
         assert sorted(harness.read_values(harness.topic)) == [b"a", b"b", b"c"]
     else:
         assert not first.committed
         assert harness.read_values(harness.topic) == []
     second = run_task(harness, protocol, 0, 1, {1: ["d"], 2: ["e"]})
-    if not harness.tasks_commit:
+    if not harness.per_task_commit:
         assert harness.read_values(harness.topic) == []
     assert not harness.backend.is_batch_committed(SINK.sink_id, 0)
     assert first.record_count == 3
@@ -196,7 +223,7 @@ def test_a_stale_attempt_is_fenced_and_cannot_commit(harness: Harness) -> None:
     stale.write(TopicPartition(harness.topic, 0), rows("stale"))
     stale_message = protocol.prepare_task(stale, 0, 0, 0)
     speculative = run_task(harness, protocol, 0, 0, {0: ["fresh"]}, attempt=1)  # fences ``stale``
-    if harness.tasks_commit:
+    if harness.per_task_commit:
         # the "stale" attempt committed its task before the copy began: the copy is fenced
         # in, reads the ledger and skips; whichever attempt commits first wins, exactly once
         assert speculative.skipped
@@ -238,7 +265,7 @@ def test_abort_leaves_nothing_visible_and_nothing_open(harness: Harness) -> None
     failing = protocol.begin_task(0, 1)
     assert failing is not None
     failing.write(TopicPartition(harness.topic, 2), rows("c"))  # then the task fails: no message
-    if harness.tasks_commit:
+    if harness.per_task_commit:
         # a committed task cannot be undone: only the task without a message is fenced
         assert protocol.abort(0, [done, None]) == ["sink-1"]
         assert harness.open_transactions() == []
@@ -266,7 +293,7 @@ def test_commit_aborts_zombies_of_the_prefix_only(harness: Harness) -> None:
     assert foreign is not None
     foreign.write(TopicPartition(harness.topic, 1), rows("foreign"))
     assert protocol.commit(0, [run_task(harness, protocol, 0, 0, {2: ["a"]})])
-    if harness.tasks_commit:
+    if harness.per_task_commit:
         # the cluster cannot list open transactions (no ListTransactions in confluent-kafka):
         # a zombie stays open until a task with its id fences it or its timeout aborts it
         # (G-14)
@@ -293,7 +320,7 @@ def test_group_offsets_commit_with_the_batch_only(harness: Harness) -> None:
 
 def test_a_timed_out_task_transaction_fails_the_commit(harness: Harness) -> None:
     protocol = SinkCommitProtocol(harness.backend, SINK, TaskSettings(transaction_timeout_ms=1000))
-    if harness.tasks_commit:
+    if harness.per_task_commit:
         # each task committed before it returned: a later timeout cannot undo it; a task
         # still open past its timeout is aborted by the server and cannot commit
         done = run_task(harness, protocol, 0, 0, {0: ["a"]})
@@ -351,7 +378,7 @@ def test_bad_messages_commit_nothing(
     assert harness.backend.last_committed_batch(SINK.sink_id) is None
     # Kafka: the tasks' own commits are visible; the batch is not recorded
     assert sorted(harness.read_values(harness.topic)) == (
-        [b"a", b"b"] if harness.tasks_commit else []
+        [b"a", b"b"] if harness.per_task_commit else []
     )
     assert protocol.commit(0, messages)
 
@@ -363,7 +390,7 @@ def test_a_skip_without_a_ledger_entry_commits_nothing(harness: Harness) -> None
             0, [protocol.skipped_task(0, 0, 0), run_task(harness, protocol, 0, 1, {0: ["a"]})]
         )
     assert harness.backend.last_committed_batch(SINK.sink_id) is None
-    assert harness.read_values(harness.topic) == ([b"a"] if harness.tasks_commit else [])
+    assert harness.read_values(harness.topic) == ([b"a"] if harness.per_task_commit else [])
 
 
 def test_large_writes_are_split_into_batches_the_topic_accepts(harness: Harness) -> None:
@@ -375,7 +402,7 @@ def test_large_writes_are_split_into_batches_the_topic_accepts(harness: Harness)
     txn.write(TopicPartition(harness.topic, 0), rows(*(f"{i:0>1000}" for i in range(count))))
     (written,) = txn.written()
     assert written.record_count == count
-    if harness.tasks_commit:
+    if harness.per_task_commit:
         assert written.batch_count == 0  # librdkafka builds the batches and does not say
     else:
         assert written.batch_count >= 3

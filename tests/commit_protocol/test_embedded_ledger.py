@@ -8,8 +8,9 @@ from pathlib import Path
 
 from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
 from commit_protocol.embedded import EmbeddedBackend
-from commit_protocol.messages import LedgerEntry, TxnRef
+from commit_protocol.messages import LedgerEntry
 from txn_log.coordinator.transaction_coordinator import STATE_PARTITION
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.log import Log
 from txn_log.record.codec import encode_records
 from txn_log.storage.producer_append_info import AppendOrigin
@@ -52,6 +53,10 @@ def test_ledgers_list_each_sink_with_its_batch_transactions_and_offsets(tmp_path
     ref = TxnRef(task.transactional_id, task.producer_id, task.producer_epoch)
     assert backend.commit_batch(SINK_ID, 4, [ref], "grp", [("src", 0, 12)])
     (entry,) = backend.ledgers()
-    assert entry == LedgerEntry(SINK_ID, 4, (ref,), "grp", (("src", 0, 12),), entry.timestamp_ms)
+    assert entry == LedgerEntry(
+        SINK_ID, 4, (ref.transactional_id,), "grp", (("src", 0, 12),), entry.timestamp_ms
+    )
+    recorded = log.coordinator.ledger_entry(SINK_ID)  # the engine's record: the very ref
+    assert recorded is not None and recorded.transactions == (ref,)
     src = TopicPartition("src", 0)
     assert backend.committed_offsets("grp", [src]) == {src: 12}

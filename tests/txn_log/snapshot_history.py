@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.group.group_metadata import GroupOffsetEntry
 from txn_log.log import Log
 from txn_log.storage.state_snapshot import STATE_SNAPSHOT_SUFFIX

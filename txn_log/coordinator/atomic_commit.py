@@ -24,10 +24,11 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.state_log_format import StateLogEntry, TransactionLogEntry
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
 from txn_log.coordinator.transaction_state import TransactionState, state_name
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.errors import InvalidProducerIdMappingError, InvalidTxnStateError, ProducerFencedError
 
 MetadataLookup = Callable[[str], TransactionMetadata | None]
@@ -48,8 +49,12 @@ class TxnIdentity(Protocol):
 
 
 def refs_of(transactions: Iterable[TxnIdentity]) -> tuple[TxnRef, ...]:
-    """The record's references; ValueError for an empty id or an id or epoch out of range."""
-    return tuple(TxnRef(t.transactional_id, t.producer_id, t.producer_epoch) for t in transactions)
+    """The record's references (a ``TxnRef`` as it is); ValueError for an empty id or an id
+    or epoch out of range."""
+    return tuple(
+        t if isinstance(t, TxnRef) else TxnRef(t.transactional_id, t.producer_id, t.producer_epoch)
+        for t in transactions
+    )
 
 
 def check_member(

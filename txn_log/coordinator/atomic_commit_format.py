@@ -3,7 +3,7 @@
 One record kind Kafka does not have, beside Kafka's transaction records in
 ``__transaction_state`` (``state_log_format``). Its key version, 100, is one Kafka never uses,
 so Kafka's tools treat the record as an unknown key type. Field types are Kafka's non-flexible
-ones (``kafka_types``)::
+ones (``protocol_types``)::
 
     key    version                           int16  = 100
            ledger_key                        string  the caller's name for its ledger; opaque
@@ -39,8 +39,8 @@ from txn_log.coordinator.protocol_types import (
     encode_nullable_string,
     encode_string,
 )
-from txn_log.coordinator.transaction_metadata import MAX_PRODUCER_EPOCH, MAX_PRODUCER_ID
 from txn_log.coordinator.transaction_state import TransactionState, state_name
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.errors import CorruptRecordError
 
 ATOMIC_COMMIT_KEY_VERSION = 100
@@ -66,23 +66,6 @@ VALUE_TAIL = struct.Struct(">q")  # timestamp_ms
 STATUSES = frozenset({TransactionState.PREPARE_COMMIT, TransactionState.COMPLETE_COMMIT})
 _MAX_INT64 = (1 << 63) - 1
 _MAX_INT32 = (1 << 31) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class TxnRef:
-    """One transaction of an atomic commit: its id, producer id and epoch."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-
-    def __post_init__(self) -> None:
-        if (
-            not self.transactional_id
-            or not 0 <= self.producer_id <= MAX_PRODUCER_ID
-            or not 0 <= self.producer_epoch <= MAX_PRODUCER_EPOCH
-        ):
-            raise ValueError(f"invalid transaction reference {self}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,7 +124,7 @@ def test_listings_in_text_and_json(log_dir: Path) -> None:
 def test_groups_describe_lists_each_ledger_by_its_opaque_key(log_dir: Path) -> None:
     """DESIGN §4 "Atomic commit": the CLI shows the ledgers with the key and sequence the
     committer chose; the engine gives them no meaning (no sink, no batch id)."""
-    from txn_log.coordinator.atomic_commit_format import TxnRef
+    from txn_log.coordinator.txn_ref import TxnRef
 
     log = Log.open(log_dir)
     member = log.producer("member")

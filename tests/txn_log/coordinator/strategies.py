@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.state_log_format import TransactionLogEntry
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
 from txn_log.coordinator.transaction_state import TransactionState
+from txn_log.coordinator.txn_ref import TxnRef
 
 S = TransactionState
 PERSISTED_STATES = [s for s in S if s not in (S.DEAD, S.PREPARE_EPOCH_FENCE)]

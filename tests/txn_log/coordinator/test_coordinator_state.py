@@ -15,7 +15,7 @@ from tests.txn_log.coordinator.strategies import (
     ongoing,
     persisted_metadata,
 )
-from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.coordinator_state import CoordinatorState
 from txn_log.coordinator.state_log_format import (
     StateLogEntry,
@@ -25,6 +25,7 @@ from txn_log.coordinator.state_log_format import (
     encode_value,
 )
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.errors import CorruptRecordError, InvalidConfigError
 
 

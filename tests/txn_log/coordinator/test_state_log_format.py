@@ -19,7 +19,7 @@ from tests.txn_log.coordinator.strategies import (
     persisted_metadata,
     txn_entries,
 )
-from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry, TxnRef
+from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.state_log_format import (
     StateLogEntry,
     TransactionLogEntry,
@@ -28,6 +28,7 @@ from txn_log.coordinator.state_log_format import (
     encode_value,
 )
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.errors import CorruptRecordError
 
 

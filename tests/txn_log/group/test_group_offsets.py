@@ -269,7 +269,7 @@ def test_atomic_commit_refuses_bad_group_offsets_before_its_commit_point(
     """DESIGN §4 atomic commit, STYLE 3: the group offsets of an atomic commit are validated before
     its PREPARE record (the commit point) is written. Written first, a bad group id or offset
     made the roll-forward fail in every process for ever, and the coordinator with it."""
-    from txn_log.coordinator.atomic_commit_format import TxnRef
+    from txn_log.coordinator.txn_ref import TxnRef
 
     producer = log.producer("sink-0")
     producer.init_transactions()
@@ -294,7 +294,7 @@ def test_other_int16_strings_over_32767_bytes_are_typed_errors_and_write_nothing
     as int16 strings too; over 32,767 bytes they are a ConfigError (a TxnLogError), not a bare
     ValueError, raised before any transaction state is written. (init_transactions still
     reserves a producer-id block first: the producer's constructor does not check the length.)"""
-    from txn_log.coordinator.atomic_commit_format import TxnRef
+    from txn_log.coordinator.txn_ref import TxnRef
 
     def state() -> dict[str, bytes]:
         files = directory_bytes(log.path, content_only=True)

@@ -29,7 +29,7 @@ import json
 import sys
 import time
 
-from txn_log.coordinator.atomic_commit_format import TxnRef
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.log import Log
 from txn_log.producer.producer import Producer
 from txn_log.topic_partition import TopicPartition

@@ -20,7 +20,7 @@ from tests.txn_log.producer.test_producer_errors import (  # the same log: topic
     assert_consecutive_sequences,
 )
 from txn_log.clock import ManualClock
-from txn_log.coordinator.atomic_commit_format import TxnRef
+from txn_log.coordinator.txn_ref import TxnRef
 from txn_log.errors import (
     ConfigError,
     InvalidRecordError,
