@@ -598,14 +598,3 @@ class TransactionCoordinator:
             self._write_metadata(fenced)
             self._complete(fenced)
             return True
-
-    def abort_open_transactions(self, prefix: str, keep: Iterable[str] = ()) -> list[str]:
-        """Abort every open transaction under ``prefix`` except ``keep`` (zombies, DESIGN §5)."""
-        kept = set(keep)
-        aborted = []
-        for metadata in self.open_transactions(prefix):
-            if metadata.transactional_id not in kept and self.abort_transaction(
-                metadata.transactional_id
-            ):
-                aborted.append(metadata.transactional_id)
-        return aborted

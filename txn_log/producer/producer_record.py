@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from txn_log.errors import InvalidRecordError, InvalidTimestampError, InvalidTopicError
 from txn_log.record.batch_header import Compression
-from txn_log.record.varint import INT64_MAX
+from txn_log.record.varint import INT64_MAX, size_of_varint
 from txn_log.topic_config import INTERNAL_TOPICS, validate_topic_name
 
 Header = tuple[str, "bytes | None"]
@@ -185,23 +185,18 @@ def validate_record(
 # --- sizes --------------------------------------------------------------------------------------
 
 
-def varint_size(value: int) -> int:
-    """``size_of_varint`` (zigzag varint or varlong bytes, F-19) in O(1): 7 bits a byte."""
-    return ((((value << 1) ^ (value >> 63)).bit_length() + 6) // 7) or 1
-
-
 def _nullable_size(data: bytes | None) -> int:
-    return 1 if data is None else varint_size(len(data)) + len(data)
+    return 1 if data is None else size_of_varint(len(data)) + len(data)
 
 
 def record_body_size(record: ProducerRecord) -> int:
     """Bytes of ``record`` after its length prefix, its two delta varints aside (F-16, F-24)."""
     key, value, _, headers = record
-    size = 2 if key is None else 1 + varint_size(len(key)) + len(key)  # attributes, key
-    size += 1 if value is None else varint_size(len(value)) + len(value)
+    size = 2 if key is None else 1 + size_of_varint(len(key)) + len(key)  # attributes, key
+    size += 1 if value is None else size_of_varint(len(value)) + len(value)
     if not headers:
         return size + 1  # header count 0
-    size += varint_size(len(headers))
+    size += size_of_varint(len(headers))
     for header_key, header_value in headers:
         size += _nullable_size(header_key.encode("utf-8")) + _nullable_size(header_value)
     return size
@@ -209,8 +204,8 @@ def record_body_size(record: ProducerRecord) -> int:
 
 def record_size(body_size: int, offset_delta: int, timestamp_delta: int) -> int:
     """Bytes one record takes in a records section, its length prefix included (F-16, F-23)."""
-    body = body_size + varint_size(offset_delta) + varint_size(timestamp_delta)
-    return varint_size(body) + body
+    body = body_size + size_of_varint(offset_delta) + size_of_varint(timestamp_delta)
+    return size_of_varint(body) + body
 
 
 def records_section_size(records: list[ProducerRecord]) -> int:
