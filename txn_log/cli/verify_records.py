@@ -12,7 +12,7 @@ from pathlib import Path
 
 from txn_log.coordinator import state_log_format
 from txn_log.errors import TxnLogError
-from txn_log.group.group_offsets import decode_record as decode_offset_commit
+from txn_log.group.group_offsets_format import decode_record as decode_offset_commit
 from txn_log.record.batch_header import BatchHeader
 from txn_log.record.batch_records import check_records as check_stored_records
 from txn_log.record.codec import Record, iter_records

@@ -64,13 +64,8 @@ from txn_log.errors import (
 )
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
-from txn_log.group.group_offsets import (
-    OFFSETS_PARTITION,
-    GroupOffsetStore,
-    OffsetAndMetadata,
-    normalize_offsets,
-    validate_group_id,
-)
+from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore, OffsetAndMetadata
+from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.record.control import ControlType
 from txn_log.storage.group_sync import flush_all

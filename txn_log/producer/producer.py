@@ -45,13 +45,8 @@ from typing import TYPE_CHECKING, Any
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.coordinator.transactional_append import append_client_batch, txn_offset_commit
 from txn_log.errors import ConfigError, TxnLogError, UnknownTopicOrPartitionError
-from txn_log.group.group_offsets import (
-    OFFSETS_PARTITION,
-    GroupOffsetStore,
-    OffsetAndMetadata,
-    normalize_offsets,
-    validate_group_id,
-)
+from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore, OffsetAndMetadata
+from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.partitioner import partition_for_key
 from txn_log.producer.producer_record import (
