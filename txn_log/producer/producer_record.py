@@ -1,5 +1,5 @@
 """``ProducerRecord``: one record as ``Producer.send`` accepts it, checked field by field, and
-its exact encoded size (F-09, F-16..F-24).
+its exact encoded size (F-09, F-16..F-24); ``RecordMetadata``: where its batch landed.
 
 ``check_destination`` and ``validate_record`` turn the caller's fields into a topic, an optional
 partition and a ``ProducerRecord``, or raise a typed error naming the partition (or topic) and
@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from txn_log.errors import InvalidRecordError, InvalidTimestampError, InvalidTopicError
 from txn_log.record.batch_header import Compression
 from txn_log.record.varint import INT64_MAX, size_of_varint
 from txn_log.topic_config import INTERNAL_TOPICS, validate_topic_name
+from txn_log.topic_partition import TopicPartition
 
 Header = tuple[str, "bytes | None"]
 BytesLike = bytes | bytearray | memoryview
@@ -53,6 +55,15 @@ class ProducerRecord(NamedTuple):
     value: bytes | None
     timestamp_ms: int
     headers: tuple[Header, ...]
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    """Where one appended batch landed: offsets inclusive."""
+
+    topic_partition: TopicPartition
+    base_offset: int
+    last_offset: int
 
 
 def describe_value(value: object) -> str:
