@@ -109,7 +109,7 @@ def _data_batch_problems(
     path: Path, position: int, header: BatchHeader, batch: memoryview
 ) -> list[Problem]:
     """A user topic's data batch: its records must decode as the validator let them in
-    (``batch_records``, issue 24), within the inflation limit readers apply; a batch that
+    (``batch_records``, DESIGN §4), within the inflation limit readers apply; a batch that
     fails here stops every reader of the partition at its offset."""
     if header.is_control:
         return []

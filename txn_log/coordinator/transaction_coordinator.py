@@ -14,7 +14,7 @@ the next process that touches the coordinator; markers written twice are harmles
 Timeouts (C-25) are enforced without a daemon: ``maybe_abort_timed_out`` runs on every
 coordinator operation and whenever a read_committed reader plans past an open transaction.
 
-Start-up from a snapshot (C-22, issue 14): the first catch-up of a process loads the newest
+Start-up from a snapshot (C-22, DESIGN §2): the first catch-up of a process loads the newest
 valid coordinator snapshot (``coordinator_snapshot``, ``state_snapshot``) and replays only the
 state log after it; a corrupt, stale or mismatching snapshot falls back to an older one or to a
 full replay. Whoever holds the coordinator lock after an operation writes a new snapshot when
