@@ -68,7 +68,8 @@ import time
 from pathlib import Path
 
 from tests.support import override_internal_config
-from txn_log.coordinator.transaction_coordinator import COORDINATOR_EPOCH, STATE_PARTITION
+from txn_log.coordinator.transaction_coordinator import STATE_PARTITION
+from txn_log.coordinator.transaction_markers import COORDINATOR_EPOCH
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
 from txn_log.group.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.log import Log

@@ -46,7 +46,7 @@ from datasource_options.location import KafkaCluster, Location, parse_location
 from datasource_options.parsing import normalize_options
 from txn_log.coordinator.transaction_metadata import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 from txn_log.errors import ConfigError, UnsupportedCompressionTypeError
-from txn_log.group.group_offsets import validate_group_id
+from txn_log.group.group_offsets_format import validate_group_id
 from txn_log.record.batch_header import Compression
 from txn_log.topic_config import validate_topic_name
 

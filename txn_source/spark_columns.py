@@ -15,7 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txn_log.consumer.consumer import Consumer, ReadStats
 from txn_log.record.batch_header import BatchHeader, TimestampType
 from txn_log.topic_partition import TopicPartition
 from txn_source.schema import arrow_kafka_schema
@@ -45,22 +44,6 @@ def to_spark_kafka(
     if include_headers:
         columns.append(records.column("headers"))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_kafka_schema(include_headers))
-
-
-def read_spark_kafka_batches(
-    consumer: Consumer,
-    topic_partition: TopicPartition,
-    start_offset: int,
-    end_offset: int | None = None,
-    *,
-    include_headers: bool = False,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    stats: ReadStats | None = None,
-) -> Iterator[Any]:
-    """Batches of at most ``max_rows`` rows for [start_offset, end_offset) at the consumer's
-    isolation level, in offset order. Re-reading a range yields exactly the same rows."""
-    batches = consumer.iter_record_batches(topic_partition, start_offset, end_offset, stats)
-    return rebatch_spark_kafka(batches, topic_partition, include_headers, max_rows)
 
 
 def rebatch_spark_kafka(

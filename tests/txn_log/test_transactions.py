@@ -94,7 +94,7 @@ def test_2_sequence_gap_makes_the_producer_unusable(log: Log) -> None:
     producer = log.producer()
     producer.send("out", b"a", partition=0)
     producer.flush()
-    producer._sequences[OUT0] = 5  # white-box: the broker lost batches
+    producer._accumulator._sequences[OUT0] = 5  # white-box: the broker lost batches
     producer.send("out", b"b", partition=0)
     with pytest.raises(OutOfOrderSequenceError, match="expected 1"):
         producer.flush()

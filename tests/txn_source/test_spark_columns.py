@@ -3,17 +3,37 @@ over the engine's decoded batches."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
-from txn_log.consumer.consumer import ReadStats
+from txn_log.consumer.consumer import Consumer, ReadStats
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 from txn_source.schema import arrow_kafka_schema, kafka_schema
-from txn_source.spark_columns import read_spark_kafka_batches
+from txn_source.spark_columns import DEFAULT_MAX_ROWS, rebatch_spark_kafka
 
 TP = TopicPartition("t", 1)
+
+
+def read_spark_kafka_batches(
+    consumer: Consumer,
+    topic_partition: TopicPartition,
+    start_offset: int,
+    end_offset: int | None = None,
+    *,
+    include_headers: bool = False,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    stats: ReadStats | None = None,
+) -> Iterator[Any]:
+    """Batches of at most ``max_rows`` rows for [start_offset, end_offset) at the consumer's
+    isolation level, in offset order; re-reading a range yields exactly the same rows. The
+    engine consumer's decoded batches through the source's column builder: an oracle for it
+    (executors read a planned range's deliverable batches instead, ``txn_source.partition``)."""
+    batches = consumer.iter_record_batches(topic_partition, start_offset, end_offset, stats)
+    return rebatch_spark_kafka(batches, topic_partition, include_headers, max_rows)
 
 
 def fill(log: Log) -> None:

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.batch_walk import iter_batches
 from tests.hostile_batches import FIELDS, NOW, with_crc
 from tests.support import directory_bytes
 from tests.txn_wire.serve_process import TXNLOG, ServeProcess, start_serve
@@ -32,7 +33,7 @@ from txn_log.coordinator.transactional_append import append_client_batch
 from txn_log.errors import TxnLogError
 from txn_log.log import Log
 from txn_log.record.batch_header import HEADER, HEADER_SIZE, Compression
-from txn_log.record.codec import encode_records, iter_batches, iter_records
+from txn_log.record.codec import encode_records, iter_records
 from txn_log.topic_partition import TopicPartition
 
 SCALE = int(os.environ.get("TXNLOG_FUZZ_SCALE", "1"))

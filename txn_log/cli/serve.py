@@ -1,4 +1,4 @@
-"""``txnlog serve PATH``: speak Kafka's wire protocol over the log (``txn_wire``, issue 15).
+"""``txnlog serve PATH``: speak Kafka's wire protocol over the log (``txn_wire``, DESIGN §1).
 
 The server is one more peer of the directory: other processes keep reading and writing it
 directly. It prints the address it listens on (``--port 0`` picks a free port), binds

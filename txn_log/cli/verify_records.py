@@ -12,7 +12,7 @@ from pathlib import Path
 
 from txn_log.coordinator import state_log_format
 from txn_log.errors import TxnLogError
-from txn_log.group.group_offsets import decode_record as decode_offset_commit
+from txn_log.group.group_offsets_format import decode_record as decode_offset_commit
 from txn_log.record.batch_header import BatchHeader
 from txn_log.record.batch_records import check_records as check_stored_records
 from txn_log.record.codec import Record, iter_records
@@ -109,7 +109,7 @@ def _data_batch_problems(
     path: Path, position: int, header: BatchHeader, batch: memoryview
 ) -> list[Problem]:
     """A user topic's data batch: its records must decode as the validator let them in
-    (``batch_records``, issue 24), within the inflation limit readers apply; a batch that
+    (``batch_records``, DESIGN §4), within the inflation limit readers apply; a batch that
     fails here stops every reader of the partition at its offset."""
     if header.is_control:
         return []

@@ -1,4 +1,4 @@
-"""The coordinator's state as a snapshot file (C-22 start-up without full replay, issue 14).
+"""The coordinator's state as a snapshot file (C-22 start-up without full replay, DESIGN §2).
 
 A coordinator snapshot (``state_snapshot``, kind COORDINATOR) holds ``CoordinatorState.
 snapshot_entries()``, each encoded exactly as the state log encodes it (``state_log_format``):

@@ -7,19 +7,14 @@ point (C-22, T11), validates the request with the pure rules of ``transaction_me
 appends the new state (one batch, fsynced: the batch append is atomic, F-08), then applies it.
 
 Commit and abort follow C-19 synchronously (the seed order, C-18): PREPARE_* is written and
-fsynced (the commit point, C-08), then a marker is written to every partition of the
-transaction, then COMPLETE_*. A crash anywhere after PREPARE is finished by the next process
-that touches the coordinator; markers written twice are harmless (C-20).
-
-Coordinator epoch (C-23): one logical coordinator owns the state log and every marker is
-written under its lock, so no zombie coordinator can interleave; markers carry the constant
-``COORDINATOR_EPOCH``. The partition side still enforces the rule (tested there) so that a
-Kafka backend keeps it.
+fsynced (the commit point, C-08), then ``transaction_markers`` writes a marker to every
+partition of the transaction, then COMPLETE_*. A crash anywhere after PREPARE is finished by
+the next process that touches the coordinator; markers written twice are harmless (C-20).
 
 Timeouts (C-25) are enforced without a daemon: ``maybe_abort_timed_out`` runs on every
 coordinator operation and whenever a read_committed reader plans past an open transaction.
 
-Start-up from a snapshot (C-22, issue 14): the first catch-up of a process loads the newest
+Start-up from a snapshot (C-22, DESIGN §2): the first catch-up of a process loads the newest
 valid coordinator snapshot (``coordinator_snapshot``, ``state_snapshot``) and replays only the
 state log after it; a corrupt, stale or mismatching snapshot falls back to an older one or to a
 full replay. Whoever holds the coordinator lock after an operation writes a new snapshot when
@@ -46,6 +41,7 @@ from txn_log.coordinator.state_log_format import (
     encode_key,
     encode_value,
 )
+from txn_log.coordinator.transaction_markers import TransactionMarkerWriter
 from txn_log.coordinator.transaction_metadata import (
     DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
     DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
@@ -60,20 +56,12 @@ from txn_log.errors import (
     LogLockedError,
     ProducerFencedError,
     TxnLogError,
-    UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
-from txn_log.group.group_offsets import (
-    OFFSETS_PARTITION,
-    GroupOffsetStore,
-    OffsetAndMetadata,
-    normalize_offsets,
-    validate_group_id,
-)
+from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore
+from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
-from txn_log.record.control import ControlType
-from txn_log.storage.group_sync import flush_all
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.storage.state_snapshot import SnapshotKind, StateSnapshotDir
@@ -83,15 +71,15 @@ from txn_log.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 STATE_PARTITION = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
-COORDINATOR_EPOCH = 0
 EXPIRATION_CHECK_INTERVAL_MS = 50
 
 
 class TransactionCoordinator:
     """Coordinator operations on one log. Thread-safe; any number of processes at once.
 
-    It reads and writes partitions through ``log_manager`` and commits an atomic commit's group
-    offsets through ``group_offsets`` (DESIGN §1: it knows neither ``Log`` nor the clients).
+    It reads and writes partitions through ``log_manager`` and completes transactions through
+    its ``TransactionMarkerWriter``, which commits an atomic commit's group offsets through
+    ``group_offsets`` (DESIGN §1: it knows neither ``Log`` nor the clients).
     """
 
     def __init__(
@@ -104,7 +92,7 @@ class TransactionCoordinator:
         snapshot_interval_records: int = DEFAULT_SNAPSHOT_INTERVAL_RECORDS,
     ) -> None:
         self._log = log_manager
-        self._group_offsets = group_offsets
+        self._markers = TransactionMarkerWriter(log_manager, group_offsets, self._write)
         self._clock = log_manager.clock
         self.max_timeout_ms = max_timeout_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
@@ -138,7 +126,7 @@ class TransactionCoordinator:
             return
         with self._mutex, self._lock:
             self._catch_up()
-            self._complete_pending()
+            self._markers.complete_pending(self._state)
             self._abort_timed_out()
             yield self._state
             self._maybe_snapshot()
@@ -208,61 +196,7 @@ class TransactionCoordinator:
     def _write_metadata(self, *metadata: TransactionMetadata, sync: bool = True) -> None:
         self._write([TransactionLogEntry(md.transactional_id, md) for md in metadata], sync=sync)
 
-    # --- completing transactions (C-19) ------------------------------------------------------
-
-    def _write_markers(self, metadata: TransactionMetadata, *, wait: bool = True) -> None:
-        """A marker to every partition of the transaction, then one group fsync of them all:
-        COMPLETE_* is written only once every marker is durable (C-19)."""
-        control = (
-            ControlType.COMMIT
-            if metadata.state is TransactionState.PREPARE_COMMIT
-            else ControlType.ABORT
-        )
-        written = []
-        for index, (topic, partition) in enumerate(sorted(metadata.topic_partitions)):
-            if index:
-                crash_point("txn.between_markers")
-            try:
-                plog = self._log.partition_log(TopicPartition(topic, partition))
-            except UnknownTopicOrPartitionError:
-                # deleted behind our back (``Log.delete_topic`` refuses while we are open): as
-                # Kafka drops markers for deleted partitions, else no completion could finish
-                logger.warning(
-                    "no %s marker for %s-%d of transactional id %r: the partition is gone",
-                    control.name, topic, partition, metadata.transactional_id,
-                )  # fmt: skip
-                continue
-            plog.append_marker(
-                control,
-                producer_id=metadata.producer_id,
-                producer_epoch=metadata.producer_epoch,
-                coordinator_epoch=COORDINATOR_EPOCH,
-                sync=False,
-                wait=wait,
-            )
-            written.append(plog)
-        flush_all(written)
-
-    def _complete(self, metadata: TransactionMetadata, *, wait: bool = True) -> TransactionMetadata:
-        """Markers, then COMPLETE_* (a prepared transaction only). ``wait=False``: a partition
-        being written raises LogLockedError, leaving the transaction prepared (C-22)."""
-        crash_point("txn.after_prepare")
-        self._write_markers(metadata, wait=wait)
-        crash_point("txn.before_complete")
-        completed = metadata.prepare_complete(self._clock.time_ms())
-        # C-19: COMPLETE need not be durable: if it is lost, recovery writes the (already
-        # durable) markers again and completes once more. The markers were fsynced first.
-        self._write_metadata(completed, sync=False)
-        if (OFFSETS_PARTITION.topic, OFFSETS_PARTITION.partition) in metadata.topic_partitions:
-            self._group_offsets.maybe_snapshot()
-        return completed
-
-    def _complete_pending(self, *, wait: bool = True) -> None:
-        pending = self._state.pending_completions()
-        for metadata in pending.transactions:
-            self._complete(metadata, wait=wait)
-        for entry in pending.atomic_commits:
-            self._complete_atomic_commit(entry, wait=wait)
+    # --- timeouts (C-25, C-27) ------------------------------------------------------------------
 
     def _abort_timed_out(self, *, wait: bool = True) -> None:
         now = self._clock.time_ms()
@@ -273,7 +207,7 @@ class TransactionCoordinator:
         for metadata in expired.timed_out:  # C-25: bump the epoch, abort with it (P-18)
             fenced = metadata.prepare_fence_and_abort(now)
             self._write_metadata(fenced)
-            self._complete(fenced, wait=wait)
+            self._markers.complete(fenced, wait=wait)
         for transactional_id in expired.expirable_ids:  # C-27: a tombstone
             self._write([TransactionLogEntry(transactional_id, None)])
 
@@ -299,7 +233,7 @@ class TransactionCoordinator:
                 return
             try:
                 self._catch_up()
-                self._complete_pending(wait=False)
+                self._markers.complete_pending(self._state, wait=False)
                 self._abort_timed_out(wait=False)
             except LogLockedError as busy:
                 logger.debug("timed-out transactions left for later: %s", busy)
@@ -332,7 +266,7 @@ class TransactionCoordinator:
             result = self._prepare_init(state, transactional_id, transaction_timeout_ms, expected)
             if result.fenced_abort:
                 self._write_metadata(result.metadata)
-                self._complete(result.metadata)
+                self._markers.complete(result.metadata)
                 result = self._prepare_init(state, transactional_id, transaction_timeout_ms)
             self._write_metadata(result.metadata)
             return result.metadata.producer_id, result.metadata.producer_epoch
@@ -416,7 +350,7 @@ class TransactionCoordinator:
             if prepared is current:
                 return
             self._write_metadata(prepared)
-            self._complete(prepared)
+            self._markers.complete(prepared)
 
     def check_producer(
         self, transactional_id: str, producer_id: int, producer_epoch: int
@@ -502,21 +436,8 @@ class TransactionCoordinator:
             )
             self._write(entries)
             crash_point("batch.after_prepare")
-            self._complete_pending()
+            self._markers.complete_pending(self._state)
             return True
-
-    def _complete_atomic_commit(self, entry: AtomicCommitEntry, *, wait: bool = True) -> None:
-        """Roll a prepared atomic commit forward: its transactions, its offsets, then COMPLETE."""
-        for ref in entry.transactions:
-            metadata = self._state.metadata(ref.transactional_id)
-            if metadata is not None and metadata.state is TransactionState.PREPARE_COMMIT:
-                self._complete(metadata, wait=wait)
-        if entry.group_id is not None and entry.offsets:
-            offsets = {TopicPartition(t, p): OffsetAndMetadata(o) for t, p, o in entry.offsets}
-            self._group_offsets.commit(entry.group_id, offsets)
-        crash_point("batch.before_complete")
-        done = atomic_commit.completed(entry, self._clock.time_ms())
-        self._write([done], sync=False)  # as for COMPLETE_*: redone if lost (C-19)
 
     def ledger_has(self, ledger_key: str, sequence: int) -> bool:
         """Whether ``sequence`` of ``ledger_key`` committed (its commit point passed)."""
@@ -596,16 +517,5 @@ class TransactionCoordinator:
                 return False
             fenced = metadata.prepare_fence_and_abort(self._clock.time_ms())
             self._write_metadata(fenced)
-            self._complete(fenced)
+            self._markers.complete(fenced)
             return True
-
-    def abort_open_transactions(self, prefix: str, keep: Iterable[str] = ()) -> list[str]:
-        """Abort every open transaction under ``prefix`` except ``keep`` (zombies, DESIGN §5)."""
-        kept = set(keep)
-        aborted = []
-        for metadata in self.open_transactions(prefix):
-            if metadata.transactional_id not in kept and self.abort_transaction(
-                metadata.transactional_id
-            ):
-                aborted.append(metadata.transactional_id)
-        return aborted

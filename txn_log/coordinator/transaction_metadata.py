@@ -373,11 +373,6 @@ class TransactionMetadata:
         """
         return self.prepare_fence_producer_epoch().prepare_abort_fenced(now_ms)
 
-    def prepare_dead(self) -> TransactionMetadata:
-        """EMPTY / COMPLETE_* -> DEAD before the id's tombstone is written (T12, C-11)."""
-        self._check(_S.DEAD)
-        return replace(self, state=_S.DEAD, topic_partitions=frozenset())
-
     # --- expiration (C-25, C-27, C-28) -----------------------------------------------------
 
     def is_expired_txn(self, now_ms: int) -> bool:

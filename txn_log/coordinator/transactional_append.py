@@ -1,5 +1,5 @@
 """Writes into a transaction, checked by the coordinator on every path (KIP-890 part 1, C-16,
-O-02, O-03; KIP-447; issue 24, defect 2).
+O-02, O-03; KIP-447; DESIGN §1).
 
 A transactional batch in a partition belongs to its producer's transaction until a COMMIT or
 ABORT marker closes it. If the coordinator knows no such transaction, no marker ever comes: the

@@ -1,7 +1,7 @@
 """Housekeeping of a writable log: Kafka's periodic log tasks, run by the processes themselves.
 
 There is no broker, so whatever process holds the log open for writing does what Kafka's log
-manager schedules (issue 12 items 10, 11): every ``interval_ms`` one *pass* visits each
+manager schedules (DESIGN §3): every ``interval_ms`` one *pass* visits each
 partition this ``Log`` has open, and the internal topics' partitions whether it opened them or
 not, and, under that partition's lock, applies retention (T-10, B-09:
 ``PartitionLog.run_housekeeping``) and forgets expired producer ids (P-26, P-27). Then it runs

@@ -1,10 +1,11 @@
 """``Producer``: KIP-98's idempotent and transactional producer on an embedded log (C-33..C-40).
 
-Records are buffered per partition and appended as one batch per partition when the buffer
-reaches ``batch_size`` bytes, on ``flush()``, and on ``commit_transaction()``. Each batch carries
-the producer id, epoch and the partition's next sequence (P-08, P-09); a batch is appended
-whole or not at all (F-08), and a retried append of the same bytes is answered with its
-original offsets (P-10 step 5), which is what ``_append`` relies on after a transient error.
+Records are buffered per partition in the producer's ``RecordAccumulator``
+(``record_accumulator``) and appended as one batch per partition when the buffer reaches
+``batch_size`` bytes, on ``flush()``, and on ``commit_transaction()``. Each batch carries the
+producer id, epoch and the partition's next sequence (P-08, P-09); a batch is appended whole or
+not at all (F-08), and a retried append of the same bytes is answered with its original offsets
+(P-10 step 5).
 
 Without a transactional id the producer is idempotent within its session only (G-02, G-13):
 a fresh producer id on the first send (P-06). With one, ``init_transactions()`` fences every
@@ -19,9 +20,8 @@ parts, in order, with consecutive sequences (Kafka's producer splits and re-enqu
 ``send_batch()`` takes whole Arrow record batches for one partition (the Spark sink's tasks
 route rows to partitions themselves, vectorized) and goes through the same buffers, the same
 drain, registration, sequences and split rule as ``send()``: there is one producer path. All
-buffers together hold at most ``buffer_memory`` bytes: before a record or batch is buffered
-past it, the largest buffers are appended (where Kafka's producer blocks ``send()`` until
-batches leave), so a producer's memory is bounded whatever it is given to send.
+buffers together hold at most ``buffer_memory`` bytes (the accumulator appends the largest
+first to make room), so a producer's memory is bounded whatever it is given to send.
 
 ``prepare_transaction()`` is KIP-939's first phase: everything is appended and durable and the
 instance still owns its transactional id, but the transaction stays open for another party to
@@ -43,35 +43,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
-from txn_log.coordinator.transactional_append import append_client_batch, txn_offset_commit
-from txn_log.errors import ConfigError, TxnLogError, UnknownTopicOrPartitionError
-from txn_log.group.group_offsets import (
-    OFFSETS_PARTITION,
-    GroupOffsetStore,
-    OffsetAndMetadata,
-    normalize_offsets,
-    validate_group_id,
-)
+from txn_log.coordinator.transactional_append import txn_offset_commit
+from txn_log.errors import ConfigError, UnknownTopicOrPartitionError
+from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore, OffsetAndMetadata
+from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.partitioner import partition_for_key
+from txn_log.producer.producer_batch import ArrowBuffer, PartitionBuffer
 from txn_log.producer.producer_record import (
     BytesLike,
-    ProducerRecord,
     check_destination,
     record_body_size,
     record_size,
     validate_record,
 )
-from txn_log.producer.record_accumulator import (
-    MAX_BATCH_BYTES,
-    ArrowBuffer,
-    PartitionBuffer,
-    ProducerBuffer,
-    check_record_fits,
-    drop_too_large,
-    encode_producer_batch,
-    split_count,
-)
+from txn_log.producer.producer_record import RecordMetadata as RecordMetadata  # exported here
+from txn_log.producer.record_accumulator import RecordAccumulator, check_record_fits
 from txn_log.producer.transaction_manager import (
     PartitionWrites,
     PreparedTxnState,
@@ -79,29 +66,16 @@ from txn_log.producer.transaction_manager import (
     TransactionManager,
 )
 from txn_log.record.batch_header import HEADER_SIZE, Compression
-from txn_log.storage.group_sync import flush_all
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
-
-    from txn_log.storage.partition_log import PartitionLog
 
 DEFAULT_BATCH_SIZE = 512 * 1024
 DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024  # Kafka's buffer.memory
 ARROW_FILL = 15 / 16
 """Arrow batches leave their buffer below ``max.message.bytes`` by this margin: their size is
 an estimate of the encoded one (a batch that still comes out too large is split)."""
-SEQUENCE_MODULUS = 1 << 31  # sequences wrap at int32 max (P-12)
-
-
-@dataclass(frozen=True)
-class RecordMetadata:
-    """Where one appended batch landed: offsets inclusive."""
-
-    topic_partition: TopicPartition
-    base_offset: int
-    last_offset: int
 
 
 @dataclass(frozen=True)
@@ -151,16 +125,12 @@ class Producer:
             compression if isinstance(compression, Compression) else Compression.parse(compression)
         )
         self.batch_size = batch_size
-        self.buffer_memory = buffer_memory
         self.metadata_max_age_ms = metadata_max_age_ms
+        self._accumulator = RecordAccumulator(
+            log_manager, coordinator, self._txn, self.compression, buffer_memory
+        )
         self._topics: dict[str, _TopicMetadata] = {}
-        self._sequences: dict[TopicPartition, int] = {}
-        self._buffers: dict[TopicPartition, ProducerBuffer] = {}
-        self._buffered_bytes = 0  # of every buffer together
-        self.peak_buffered_bytes = 0
         self._round_robin = itertools.count()
-        self._written: set[TopicPartition] = set()
-        self._topic_ids: dict[TopicPartition, str | None] = {}  # of the partitions written
 
     # --- life cycle ------------------------------------------------------------------------------
 
@@ -176,10 +146,20 @@ class Producer:
     def transaction_timeout_ms(self) -> int:
         return self._txn.transaction_timeout_ms
 
+    @property
+    def buffer_memory(self) -> int:
+        """Bytes all buffers together may hold (Kafka's buffer.memory)."""
+        return self._accumulator.buffer_memory
+
+    @property
+    def peak_buffered_bytes(self) -> int:
+        """The most bytes the buffers held together so far."""
+        return self._accumulator.peak_buffered_bytes
+
     def init_transactions(self) -> None:
         """Get a producer id and epoch; fence and finish older instances (C-14, C-33)."""
         self._txn.init_transactions()
-        self._sequences.clear()
+        self._accumulator.reset_sequences()
 
     def begin_transaction(self) -> None:
         """Start a transaction (local only: the coordinator learns of it at the first write)."""
@@ -195,8 +175,7 @@ class Producer:
         """Drop what is buffered, then EndTxn(ABORT) (C-37); the only call a transaction in
         the abortable error or prepared state allows, and it returns the producer to READY."""
         self._txn.check_can_end(commit=False)
-        self._buffers.clear()
-        self._buffered_bytes = 0
+        self._accumulator.clear()
         self._txn.end(commit=False)
 
     def prepare_transaction(self) -> PreparedTxnState:
@@ -274,23 +253,19 @@ class Producer:
         tp = self._partition_for(name, record.key, chosen)
         body = record_body_size(record)
         max_bytes = self._topics[name].max_message_bytes  # fresh: _partition_for read it
-        buffer = self._buffers.get(tp)
+        accumulator = self._accumulator
+        buffer = accumulator.buffer(tp)
         if isinstance(buffer, ArrowBuffer):  # Arrow batches sent before: they go first
-            self._drain_before_buffering(tp, "record")
+            accumulator.drain_before_buffering(tp, "record")
             buffer = None
         size = record_size(body, 0, 0) if buffer is None else buffer.next_size(record, body)
-        check_record_fits(tp, record, body, size, max_bytes, self.compression, self._encode)
+        check_record_fits(tp, record, body, size, max_bytes, self.compression, accumulator.encode)
         limit = min(self.batch_size, max_bytes - HEADER_SIZE)
         if buffer is not None and buffer.records and buffer.size + size > limit:
-            self._drain_before_buffering(tp, "record")
-            buffer, size = None, record_size(body, 0, 0)
-        self._reserve_memory(size, tp, "record")
-        buffer = self._buffers.get(tp)  # _reserve_memory may have appended it
-        if not isinstance(buffer, PartitionBuffer):
-            buffer = self._buffers[tp] = PartitionBuffer()
+            accumulator.drain_before_buffering(tp, "record")
             size = record_size(body, 0, 0)
-        buffer.add(record, body, size)
-        self._buffered(size)
+        accumulator.reserve(size, "record")
+        accumulator.add_record(tp, record, body, size)
         return tp
 
     def send_batch(self, topic_partition: TopicPartition, records: Any) -> None:
@@ -327,42 +302,17 @@ class Producer:
             return
         size = int(records.nbytes)
         limit = min(self.batch_size, int(self._topics[name].max_message_bytes * ARROW_FILL))
-        buffer = self._buffers.get(tp)
+        accumulator = self._accumulator
+        buffer = accumulator.buffer(tp)
         if isinstance(buffer, ArrowBuffer) and not buffer.accepts(records):
-            self._drain_before_buffering(tp, "batch")  # other columns: a batch of their own
+            accumulator.drain_before_buffering(tp, "batch")  # other columns: a batch of their own
         elif buffer is not None and (
             isinstance(buffer, PartitionBuffer) or buffer.size + size > limit
         ):
-            self._drain_before_buffering(tp, "batch")
-        self._reserve_memory(size, tp, "batch")
-        buffer = self._buffers.get(tp)
-        if not isinstance(buffer, ArrowBuffer):
-            buffer = self._buffers[tp] = ArrowBuffer()
-        buffer.add(records)
-        self._buffered(size)
-        if buffer.size >= limit:
-            self._txn.call(self._drain, tp)
-
-    def _drain_before_buffering(self, tp: TopicPartition, what: str) -> None:
-        """Append ``tp``'s buffer before buffering more for it; if that fails, nothing new is
-        buffered."""
-        try:
-            self._txn.call(self._drain, tp)  # appends all of it or raises
-        except TxnLogError as error:
-            error.add_note(f"send to {tp} did not buffer its {what}: the full buffer failed")
-            raise
-
-    def _reserve_memory(self, size: int, tp: TopicPartition, what: str) -> None:
-        """Append the largest buffers until ``size`` more bytes fit in ``buffer_memory`` (or
-        nothing is left buffered): Kafka's producer blocks send() until memory frees."""
-        while self._buffers and self._buffered_bytes + size > self.buffer_memory:
-            largest = max(self._buffers, key=lambda t: self._buffers[t].size)
-            self._drain_before_buffering(largest, what)
-
-    def _buffered(self, size: int) -> None:
-        self._buffered_bytes += size
-        if self._buffered_bytes > self.peak_buffered_bytes:
-            self.peak_buffered_bytes = self._buffered_bytes
+            accumulator.drain_before_buffering(tp, "batch")
+        accumulator.reserve(size, "batch")
+        if accumulator.add_arrow(tp, records).size >= limit:
+            self._txn.call(accumulator.drain, tp)
 
     def _metadata(self, topic: str, *, refresh: bool = False) -> _TopicMetadata:
         """Partition count and max batch size of ``topic``, cached like Kafka's producer
@@ -412,105 +362,15 @@ class Producer:
         """Append every buffered record and make it durable (fsync) before returning.
 
         On an error, the records not appended yet stay buffered for the next flush, except a
-        record that can never be written (``_drain``); inside a transaction the producer is
-        then abortable only.
+        record that can never be written (``RecordAccumulator.drain``); inside a transaction
+        the producer is then abortable only.
         """
         self._txn.check_usable()
         try:
-            results = []
-            for tp in list(self._buffers):
-                results.extend(self._txn.call(self._drain, tp))
-            flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
+            return self._accumulator.flush()
         except BaseException as error:
             self._txn.maybe_abortable(error)
             raise
-        self._written.clear()
-        return results
-
-    def _drain(self, tp: TopicPartition) -> list[RecordMetadata]:
-        """Append ``tp``'s buffered records, oldest first, in batches within the partition's
-        max.message.bytes (F-09). Records leave the buffer only once their batch is appended,
-        so a failed append loses none (STYLE 3).
-
-        A batch that compression grew past the limit is split and the parts appended in order,
-        each with the next sequence (P-08, P-09), as Kafka's producer splits and re-enqueues a
-        batch the broker found too large. A record too large even alone (the topic's limit
-        shrank after ``send()`` checked it) is dropped with RecordTooLargeError naming it; the
-        records after it stay buffered.
-        """
-        buffer = self._buffers.get(tp)
-        if buffer is None or not buffer.count:
-            self._buffers.pop(tp, None)
-            return []
-        before = buffer.size
-        try:
-            return self._drain_buffer(tp, buffer)
-        finally:
-            self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
-
-    def _drain_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> list[RecordMetadata]:
-        self._txn.ensure_producer_id()
-        if self.transactional_id is not None:
-            self._txn.register_partitions(t for t, b in self._buffers.items() if b.count)
-        plog = self._partition_log_for_drain(tp, buffer)
-        if self._topic_ids.setdefault(tp, plog.topic_id) != plog.topic_id:
-            # the topic was deleted and re-created: a new partition, which has never seen this
-            # producer, so its sequence starts again at 0 (P-10: an unknown producer starts at 0)
-            self._sequences.pop(tp, None)
-            self._topic_ids[tp] = plog.topic_id
-        limit = min(plog.config.max_message_bytes, MAX_BATCH_BYTES)
-        results = []
-        count = buffer.count
-        while buffer.count:
-            count = min(count, buffer.count)
-            sequence = self._sequences.get(tp, 0)
-            batch = buffer.encode_head(count, **self._batch_settings(sequence))
-            if len(batch) > limit:
-                if count == 1:
-                    raise drop_too_large(tp, buffer, len(batch), limit, self.compression)
-                count = split_count(count, len(batch), limit)
-                continue
-            result = append_client_batch(
-                self._coordinator, plog, batch, transactional_id=self.transactional_id
-            )
-            self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
-            self._written.add(tp)
-            buffer.remove_head(count)
-            results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
-            self._txn.record_append(tp, count)
-        del self._buffers[tp]
-        return results
-
-    def _partition_log_for_drain(self, tp: TopicPartition, buffer: ProducerBuffer) -> PartitionLog:
-        """``tp``'s log. When the partition is gone (its topic was deleted), the idempotent
-        producer drops its records, naming how many, instead of failing every later flush;
-        a transactional one keeps them until the abort its error requires."""
-        try:
-            return self._log.partition_log(tp)
-        except UnknownTopicOrPartitionError as error:
-            if self.transactional_id is not None:
-                raise
-            count = buffer.count
-            del self._buffers[tp]
-            raise UnknownTopicOrPartitionError(
-                f"{error}; the {count} record(s) buffered for {tp} were dropped"
-            ) from error
-
-    def _encode(self, records: list[ProducerRecord], sequence: int) -> bytes:
-        """One batch of ``records`` with this producer's id, epoch and codec."""
-        return encode_producer_batch(records, **self._batch_settings(sequence))
-
-    def _batch_settings(self, sequence: int) -> dict[str, Any]:
-        """The batch header fields of this producer's next batch, as ``encode_batch`` takes
-        them."""
-        return {
-            "producer_id": self.producer_id,
-            "producer_epoch": self.producer_epoch,
-            "base_sequence": sequence,
-            "transactional": self.transactional_id is not None,
-            "compression": self.compression,
-            "now_ms": self._log.clock.time_ms(),
-        }
 
     def send_offsets_to_transaction(
         self,
@@ -537,7 +397,7 @@ class Producer:
         txn_offset_commit(
             self._coordinator, self._group_offsets, plog, transaction, group_id, offsets
         )
-        self._written.add(OFFSETS_PARTITION)
+        self._accumulator.add_written(OFFSETS_PARTITION)
 
     def _txn_id(self) -> str:
         if self.transactional_id is None:  # send_offsets_to_transaction checked the state

@@ -1,5 +1,5 @@
 """``ProducerRecord``: one record as ``Producer.send`` accepts it, checked field by field, and
-its exact encoded size (F-09, F-16..F-24).
+its exact encoded size (F-09, F-16..F-24); ``RecordMetadata``: where its batch landed.
 
 ``check_destination`` and ``validate_record`` turn the caller's fields into a topic, an optional
 partition and a ``ProducerRecord``, or raise a typed error naming the partition (or topic) and
@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from txn_log.errors import InvalidRecordError, InvalidTimestampError, InvalidTopicError
 from txn_log.record.batch_header import Compression
-from txn_log.record.varint import INT64_MAX
+from txn_log.record.varint import INT64_MAX, size_of_varint
 from txn_log.topic_config import INTERNAL_TOPICS, validate_topic_name
+from txn_log.topic_partition import TopicPartition
 
 Header = tuple[str, "bytes | None"]
 BytesLike = bytes | bytearray | memoryview
@@ -53,6 +55,15 @@ class ProducerRecord(NamedTuple):
     value: bytes | None
     timestamp_ms: int
     headers: tuple[Header, ...]
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    """Where one appended batch landed: offsets inclusive."""
+
+    topic_partition: TopicPartition
+    base_offset: int
+    last_offset: int
 
 
 def describe_value(value: object) -> str:
@@ -185,23 +196,18 @@ def validate_record(
 # --- sizes --------------------------------------------------------------------------------------
 
 
-def varint_size(value: int) -> int:
-    """``size_of_varint`` (zigzag varint or varlong bytes, F-19) in O(1): 7 bits a byte."""
-    return ((((value << 1) ^ (value >> 63)).bit_length() + 6) // 7) or 1
-
-
 def _nullable_size(data: bytes | None) -> int:
-    return 1 if data is None else varint_size(len(data)) + len(data)
+    return 1 if data is None else size_of_varint(len(data)) + len(data)
 
 
 def record_body_size(record: ProducerRecord) -> int:
     """Bytes of ``record`` after its length prefix, its two delta varints aside (F-16, F-24)."""
     key, value, _, headers = record
-    size = 2 if key is None else 1 + varint_size(len(key)) + len(key)  # attributes, key
-    size += 1 if value is None else varint_size(len(value)) + len(value)
+    size = 2 if key is None else 1 + size_of_varint(len(key)) + len(key)  # attributes, key
+    size += 1 if value is None else size_of_varint(len(value)) + len(value)
     if not headers:
         return size + 1  # header count 0
-    size += varint_size(len(headers))
+    size += size_of_varint(len(headers))
     for header_key, header_value in headers:
         size += _nullable_size(header_key.encode("utf-8")) + _nullable_size(header_value)
     return size
@@ -209,8 +215,8 @@ def record_body_size(record: ProducerRecord) -> int:
 
 def record_size(body_size: int, offset_delta: int, timestamp_delta: int) -> int:
     """Bytes one record takes in a records section, its length prefix included (F-16, F-23)."""
-    body = body_size + varint_size(offset_delta) + varint_size(timestamp_delta)
-    return varint_size(body) + body
+    body = body_size + size_of_varint(offset_delta) + size_of_varint(timestamp_delta)
+    return size_of_varint(body) + body
 
 
 def records_section_size(records: list[ProducerRecord]) -> int:

@@ -1,168 +1,245 @@
-"""The producer's per-partition buffers and the batches made from them (F-09, P-08, P-09).
+"""The producer's record accumulator: its buffers within ``buffer.memory``, and the drain that
+appends them as batches (Kafka's and aiokafka's ``RecordAccumulator``; F-08, F-09, P-08, P-09).
 
-A buffer holds one partition's records in send order until a batch holding them is appended.
-``PartitionBuffer`` holds validated ``ProducerRecord``s (``send()``); it knows their exact
-encoded size, so the producer fills a batch up to ``batch.size`` or ``max.message.bytes``
-without a guess. ``ArrowBuffer`` holds whole Arrow record batches (``send_batch()``), encoded
-by the columnar codec; its size is the Arrow bytes, an estimate of the encoded size. Both offer
-the same four operations the producer's one drain loop uses (``count``, ``size``,
-``encode_head``, ``remove_head``), so there is one append path, one split rule and one memory
-bound for records and for Arrow batches. ``encode_producer_batch`` turns some of
-them into one record batch. ``split_count`` says how many records to try next when the batch
-came out larger than the limit, which only compression can cause (the uncompressed size is
-exact): Kafka's producer likewise splits a batch the broker refused as too large and
-re-enqueues the parts, in order. ``check_record_fits`` is ``send()``'s size check of one
-record (F-09); ``drop_too_large`` removes a record that no longer fits even alone.
+``RecordAccumulator`` keeps one buffer per partition (``producer_batch``) and the bytes they
+hold together: before a record or batch is buffered past ``buffer_memory``, the largest
+buffers are appended (where Kafka's producer blocks ``send()`` until batches leave), so a
+producer's memory is bounded whatever it is given to send; ``peak_buffered_bytes`` says how
+high it went.
 
-Not thread-safe; the producer that owns the buffers serialises access (C-39).
+Its drain is also the synchronous half of Kafka's ``Sender``: a partition's buffer leaves as
+record batches stamped with the producer id, epoch and the partition's next sequence (P-08,
+P-09), each appended whole through ``append_client_batch`` (F-08); a record leaves its buffer
+only once the batch holding it was appended, so a failed append loses none. ``split_count``
+says how many records to try next when a batch came out larger than ``max.message.bytes``,
+which only compression can cause (the uncompressed size is exact): Kafka's producer likewise
+splits a batch the broker refused as too large and re-enqueues the parts, in order.
+``check_record_fits`` is ``send()``'s size check of one record (F-09); ``drop_too_large``
+removes a record that no longer fits even alone.
+
+Not thread-safe; the producer that owns the accumulator serialises access (C-39).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from txn_log.errors import RecordTooLargeError
-from txn_log.producer.producer_record import ProducerRecord, max_compressed_size, record_size
+from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
+from txn_log.coordinator.transactional_append import append_client_batch
+from txn_log.errors import RecordTooLargeError, TxnLogError, UnknownTopicOrPartitionError
+from txn_log.log_dir.log_manager import LogManager
+from txn_log.producer.producer_batch import (
+    ArrowBuffer,
+    PartitionBuffer,
+    ProducerBuffer,
+    encode_producer_batch,
+)
+from txn_log.producer.producer_record import (
+    ProducerRecord,
+    RecordMetadata,
+    max_compressed_size,
+    record_size,
+)
+from txn_log.producer.transaction_manager import TransactionManager
 from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.storage.group_sync import flush_all
 from txn_log.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from txn_log.storage.partition_log import PartitionLog
 
 MAX_BATCH_BYTES = (1 << 31) - 1
 """The batch length field's limit (int32), whatever ``max.message.bytes`` says."""
+SEQUENCE_MODULUS = 1 << 31  # sequences wrap at int32 max (P-12)
 
 
-@dataclass
-class PartitionBuffer:
-    """One partition's records in send order, not yet appended. ``size`` is their exact
-    uncompressed records section as one batch (header excluded); ``body_sizes`` caches each
-    record's ``record_body_size``."""
+class RecordAccumulator:
+    """One producer's buffers, at most ``buffer_memory`` bytes together, and the drain that
+    appends them (see the module doc): to the partitions of ``log_manager``, each batch through
+    ``coordinator``'s one append of a client batch, asking ``txn`` before each step and telling
+    it what was appended. Owns the partitions' next sequences (P-08, P-09)."""
 
-    records: list[ProducerRecord] = field(default_factory=list)
-    body_sizes: list[int] = field(default_factory=list)
-    size: int = 0
+    def __init__(
+        self,
+        log_manager: LogManager,
+        coordinator: TransactionCoordinator,
+        txn: TransactionManager,
+        compression: Compression,
+        buffer_memory: int,
+    ) -> None:
+        self._log = log_manager
+        self._coordinator = coordinator
+        self._txn = txn
+        self.compression = compression
+        self.buffer_memory = buffer_memory
+        self._buffers: dict[TopicPartition, ProducerBuffer] = {}
+        self._buffered_bytes = 0  # of every buffer together
+        self.peak_buffered_bytes = 0
+        self._sequences: dict[TopicPartition, int] = {}
+        self._written: set[TopicPartition] = set()  # appended to since the last flush
+        self._topic_ids: dict[TopicPartition, str | None] = {}  # of the partitions written
 
-    @property
-    def count(self) -> int:
-        return len(self.records)
+    # --- buffering -------------------------------------------------------------------------------
 
-    def encode_head(self, count: int, **settings: Any) -> bytes:
-        """One batch of the first ``count`` records (``settings`` as ``encode_batch``)."""
-        return encode_producer_batch(self.records[:count], **settings)
+    def buffer(self, tp: TopicPartition) -> ProducerBuffer | None:
+        """``tp``'s buffer, None when nothing is buffered for it."""
+        return self._buffers.get(tp)
 
-    def head_key(self) -> bytes | None:
-        return self.records[0].key
+    def add_record(
+        self, tp: TopicPartition, record: ProducerRecord, body_size: int, size: int
+    ) -> None:
+        """Buffer ``record`` (validated) for ``tp``; ``size`` is ``next_size`` of ``tp``'s
+        buffer, recomputed when ``tp`` has no record buffer (any more: ``reserve`` may have
+        appended it)."""
+        buffer = self._buffers.get(tp)
+        if not isinstance(buffer, PartitionBuffer):
+            buffer = self._buffers[tp] = PartitionBuffer()
+            size = record_size(body_size, 0, 0)
+        buffer.add(record, body_size, size)
+        self._added(size)
 
-    def head_size(self) -> int:
-        """The first record's size alone in a batch (header excluded)."""
-        return record_size(self.body_sizes[0], 0, 0)
+    def add_arrow(self, tp: TopicPartition, records: Any) -> ArrowBuffer:
+        """Buffer an Arrow record batch (or table) for ``tp``; returns ``tp``'s buffer."""
+        buffer = self._buffers.get(tp)
+        if not isinstance(buffer, ArrowBuffer):
+            buffer = self._buffers[tp] = ArrowBuffer()
+        buffer.add(records)
+        self._added(int(records.nbytes))
+        return buffer
 
-    def next_size(self, record: ProducerRecord, body_size: int) -> int:
-        """Bytes ``record`` would add as the next record of this batch (F-17 deltas)."""
-        if not self.records:
-            return record_size(body_size, 0, 0)
-        delta = record.timestamp_ms - self.records[0].timestamp_ms
-        return record_size(body_size, len(self.records), delta)
+    def drain_before_buffering(self, tp: TopicPartition, what: str) -> None:
+        """Append ``tp``'s buffer before buffering more for it; if that fails, nothing new is
+        buffered."""
+        try:
+            self._txn.call(self.drain, tp)  # appends all of it or raises
+        except TxnLogError as error:
+            error.add_note(f"send to {tp} did not buffer its {what}: the full buffer failed")
+            raise
 
-    def add(self, record: ProducerRecord, body_size: int, size: int) -> None:
-        """Append ``record``; ``size`` is ``next_size(record, body_size)``."""
-        self.records.append(record)
-        self.body_sizes.append(body_size)
-        self.size += size
+    def reserve(self, size: int, what: str) -> None:
+        """Append the largest buffers until ``size`` more bytes fit in ``buffer_memory`` (or
+        nothing is left buffered): Kafka's producer blocks send() until memory frees."""
+        while self._buffers and self._buffered_bytes + size > self.buffer_memory:
+            largest = max(self._buffers, key=lambda t: self._buffers[t].size)
+            self.drain_before_buffering(largest, what)
 
-    def remove_head(self, count: int) -> None:
-        """Forget the first ``count`` records (appended or dropped); the rest are re-sized as
-        the batch they now start."""
-        del self.records[:count], self.body_sizes[:count]
-        first = self.records[0].timestamp_ms if self.records else 0
-        self.size = sum(
-            record_size(body, index, record.timestamp_ms - first)
-            for index, (record, body) in enumerate(zip(self.records, self.body_sizes, strict=True))
-        )
+    def clear(self) -> None:
+        """Drop everything buffered (an aborted transaction's records)."""
+        self._buffers.clear()
+        self._buffered_bytes = 0
 
+    def _added(self, size: int) -> None:
+        self._buffered_bytes += size
+        if self._buffered_bytes > self.peak_buffered_bytes:
+            self.peak_buffered_bytes = self._buffered_bytes
 
-@dataclass
-class ArrowBuffer:
-    """One partition's Arrow record batches (columns as ``encode_batch`` takes them) in send
-    order, not yet appended. ``size`` is their Arrow bytes: an estimate of the encoded records
-    section, close for uncompressed binary columns. Holds references to the sender's batches
-    (zero-copy); they are combined, without copying the data, when a batch is encoded."""
+    # --- draining --------------------------------------------------------------------------------
 
-    pieces: list[Any] = field(default_factory=list)
-    size: int = 0
-    count: int = 0
+    def flush(self) -> list[RecordMetadata]:
+        """Append every buffer, then fsync every partition appended to since the last flush
+        (``add_written`` included). On an error what is not appended stays buffered, and the
+        partitions written stay to be synced by the next flush."""
+        results = []
+        for tp in list(self._buffers):
+            results.extend(self._txn.call(self.drain, tp))
+        flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
+        self._written.clear()
+        return results
 
-    def accepts(self, records: Any) -> bool:
-        """Whether ``records`` has the schema of what is buffered, so that they can share a
-        batch (Arrow concatenates only equal schemas)."""
-        return not self.pieces or bool(self.pieces[0].schema.equals(records.schema))
+    def add_written(self, tp: TopicPartition) -> None:
+        """``tp`` was appended to outside the buffers (a transactional offset commit): the next
+        flush syncs it too."""
+        self._written.add(tp)
 
-    def add(self, records: Any) -> None:
-        self.pieces.append(records)
-        self.size += records.nbytes
-        self.count += records.num_rows
+    def reset_sequences(self) -> None:
+        """A new producer id or epoch: every partition's sequence starts again at 0 (P-10)."""
+        self._sequences.clear()
 
-    def _table(self) -> Any:
-        import pyarrow as pa
+    def drain(self, tp: TopicPartition) -> list[RecordMetadata]:
+        """Append ``tp``'s buffered records, oldest first, in batches within the partition's
+        max.message.bytes (F-09). Records leave the buffer only once their batch is appended,
+        so a failed append loses none (STYLE 3).
 
-        if len(self.pieces) > 1:
-            self.pieces = [pa.Table.from_batches(self._batches())]
-        return self.pieces[0]
+        A batch that compression grew past the limit is split and the parts appended in order,
+        each with the next sequence (P-08, P-09), as Kafka's producer splits and re-enqueues a
+        batch the broker found too large. A record too large even alone (the topic's limit
+        shrank after ``send()`` checked it) is dropped with RecordTooLargeError naming it; the
+        records after it stay buffered.
+        """
+        buffer = self._buffers.get(tp)
+        if buffer is None or not buffer.count:
+            self._buffers.pop(tp, None)
+            return []
+        before = buffer.size
+        try:
+            return self._drain_buffer(tp, buffer)
+        finally:
+            self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
 
-    def _batches(self) -> list[Any]:
-        batches: list[Any] = []
-        for piece in self.pieces:
-            batches.extend(piece.to_batches() if hasattr(piece, "to_batches") else [piece])
-        return batches
+    def _drain_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> list[RecordMetadata]:
+        self._txn.ensure_producer_id()
+        if self._txn.transactional_id is not None:
+            self._txn.register_partitions(t for t, b in self._buffers.items() if b.count)
+        plog = self._partition_log_for_drain(tp, buffer)
+        if self._topic_ids.setdefault(tp, plog.topic_id) != plog.topic_id:
+            # the topic was deleted and re-created: a new partition, which has never seen this
+            # producer, so its sequence starts again at 0 (P-10: an unknown producer starts at 0)
+            self._sequences.pop(tp, None)
+            self._topic_ids[tp] = plog.topic_id
+        limit = min(plog.config.max_message_bytes, MAX_BATCH_BYTES)
+        results = []
+        count = buffer.count
+        while buffer.count:
+            count = min(count, buffer.count)
+            sequence = self._sequences.get(tp, 0)
+            batch = buffer.encode_head(count, **self._batch_settings(sequence))
+            if len(batch) > limit:
+                if count == 1:
+                    raise drop_too_large(tp, buffer, len(batch), limit, self.compression)
+                count = split_count(count, len(batch), limit)
+                continue
+            result = append_client_batch(
+                self._coordinator, plog, batch, transactional_id=self._txn.transactional_id
+            )
+            self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
+            self._written.add(tp)
+            buffer.remove_head(count)
+            results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
+            self._txn.record_append(tp, count)
+        del self._buffers[tp]
+        return results
 
-    def encode_head(self, count: int, **settings: Any) -> bytes:
-        from txn_log.record.codec import encode_batch
+    def _partition_log_for_drain(self, tp: TopicPartition, buffer: ProducerBuffer) -> PartitionLog:
+        """``tp``'s log. When the partition is gone (its topic was deleted), the idempotent
+        producer drops its records, naming how many, instead of failing every later flush;
+        a transactional one keeps them until the abort its error requires."""
+        try:
+            return self._log.partition_log(tp)
+        except UnknownTopicOrPartitionError as error:
+            if self._txn.transactional_id is not None:
+                raise
+            count = buffer.count
+            del self._buffers[tp]
+            raise UnknownTopicOrPartitionError(
+                f"{error}; the {count} record(s) buffered for {tp} were dropped"
+            ) from error
 
-        table = self._table()
-        return encode_batch(table if count == table.num_rows else table.slice(0, count), **settings)
+    def encode(self, records: list[ProducerRecord], sequence: int) -> bytes:
+        """One batch of ``records`` with this producer's id, epoch and codec."""
+        return encode_producer_batch(records, **self._batch_settings(sequence))
 
-    def head_key(self) -> bytes | None:
-        table = self._table()
-        if "key" not in table.column_names:
-            return None
-        key = table.column("key")[0].as_py()
-        return key.encode() if isinstance(key, str) else key
-
-    def head_size(self) -> int:
-        return int(self._table().slice(0, 1).nbytes)
-
-    def remove_head(self, count: int) -> None:
-        """Forget the first ``count`` rows (appended or dropped)."""
-        table = self._table().slice(count)
-        self.pieces = [table] if table.num_rows else []
-        self.count = table.num_rows
-        self.size = int(table.nbytes) if table.num_rows else 0
-
-
-ProducerBuffer = PartitionBuffer | ArrowBuffer
-"""What the producer's drain loop takes."""
-
-
-def encode_producer_batch(records: Sequence[ProducerRecord], **settings: Any) -> bytes:
-    """One batch of ``records`` (``settings`` as ``encode_batch`` takes them): the columnar
-    encoder when no record has headers (whole-batch work on Arrow buffers), the per-record one
-    otherwise. Both write the same bytes."""
-    from txn_log.record.codec import encode_batch, encode_records
-
-    if any(record.headers for record in records):
-        return encode_records(records, **settings)
-    import pyarrow as pa
-
-    keys, values, timestamps, _ = zip(*records, strict=True)
-    columns = pa.record_batch(
-        [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array(timestamps, pa.int64()),
-        ],
-        names=["key", "value", "timestamp"],
-    )
-    return encode_batch(columns, **settings)
+    def _batch_settings(self, sequence: int) -> dict[str, Any]:
+        """The batch header fields of this producer's next batch, as ``encode_batch`` takes
+        them."""
+        return {
+            "producer_id": self._txn.producer_id,
+            "producer_epoch": self._txn.producer_epoch,
+            "base_sequence": sequence,
+            "transactional": self._txn.transactional_id is not None,
+            "compression": self.compression,
+            "now_ms": self._log.clock.time_ms(),
+        }
 
 
 def split_count(count: int, batch_bytes: int, limit: int) -> int:

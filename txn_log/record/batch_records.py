@@ -1,5 +1,5 @@
 """The records section of a batch, inflated within a bound, and the structural checks Kafka's
-``LogValidator`` makes of it before an append (issue 24; F-05, F-16..F-19, F-24).
+``LogValidator`` makes of it before an append (DESIGN §1; F-05, F-16..F-19, F-24).
 
 ``records_section`` is the one place a batch's records are reached: the header is in the clear
 (61 bytes, ``batch_header``), the records follow it, compressed as one stream when the codec

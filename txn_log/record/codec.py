@@ -80,7 +80,6 @@ __all__ = [
     "decode_batch",
     "encode_batch",
     "encode_records",
-    "iter_batches",
     "iter_records",
 ]
 
@@ -352,20 +351,3 @@ def iter_records(
         position = body + length
     if position != end:
         raise CorruptRecordError(f"{end - position} bytes follow the last record")
-
-
-def iter_batches(
-    buf: bytes | bytearray | memoryview, position: int = 0
-) -> Iterator[tuple[int, BatchHeader]]:
-    """``(position, header)`` of each whole batch in ``buf`` from ``position`` on.
-
-    Stops without error at a short tail (a torn write: fewer bytes than the next header or
-    batch needs); raises ``CorruptRecordError`` on a bad magic or length. CRCs are not checked.
-    """
-    view = memoryview(buf)
-    while len(view) - position >= HEADER_SIZE:
-        header = parse_header(view, position)
-        if position + header.size_in_bytes > len(view):
-            return
-        yield position, header
-        position += header.size_in_bytes

@@ -20,7 +20,7 @@ block-independence bit ("Dependent block stream is unsupported"), and pyarrow's 
 writes linked blocks. So the frame is assembled here from pyarrow's raw LZ4 *block* codec, one
 independent block per 64 KiB; the header bytes are constant (HC is xxh32 of FLG, BD).
 
-Decompression is bounded (issue 24): a records section may inflate to at most ``max_size``
+Decompression is bounded (DESIGN §4): a records section may inflate to at most ``max_size``
 bytes (``MAX_RECORDS_BYTES`` unless the caller passes its topic's limit, ``records_limit``).
 Every codec is inflated in steps that never produce more than the bytes still allowed, so a
 small batch that would expand to gigabytes raises ``RecordTooLargeError`` having allocated at

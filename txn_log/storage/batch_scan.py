@@ -13,7 +13,7 @@ A CRC-valid batch whose offsets do not is corruption wherever it sits: ``Corrupt
 from corruption in the middle (a batch of the log still follows). A value may itself hold a
 serialized record batch (mirrored or archived Kafka data) that passes every check a batch of the
 log passes, so the judgment follows the framing from the last good batch, never the bytes alone
-(issue 12). At the invalid batch at position P, declaring S bytes in all:
+(DESIGN §3). At the invalid batch at position P, declaring S bytes in all:
 
 - S ≥ the 61-byte header (the frame is plausible): [P, P+S) is that batch's own bytes. When
   P+S runs past the end of the file, everything from P is one torn batch (a writer died inside

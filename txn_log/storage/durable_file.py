@@ -1,4 +1,4 @@
-"""The engine's one rule for replacing a small file durably (issue 12 item 11, issue 13 item 5).
+"""The engine's one rule for replacing a small file durably (DESIGN §2).
 
     1. write the new bytes to a temporary file in the same directory, fsync it;
     2. rename it over the target (atomic: a reader sees the old file or the whole new one);

@@ -21,7 +21,7 @@ Invariants and process safety:
   reads as empty (B-09).
 - Thread-safe: one lock per object serialises catching up and writing. Threads that read
   without the partition lock (every read's offset lookup) once cached the same new entries
-  twice, and an appender of the same process then wrote its entry at a wrong place (issue 12).
+  twice, and an appender of the same process then wrote its entry at a wrong place.
   The returned entries only grow in place or are replaced, so they may be read outside it.
 """
 

@@ -1,5 +1,5 @@
 """Positional reads and writes that finish: the engine's only calls of ``os.pread`` and
-``os.pwrite`` (issue 13 item 5; ``tests/test_one_durability_rule.py`` holds it).
+``os.pwrite`` (``tests/test_one_durability_rule.py`` holds it).
 
 A regular file rarely answers a ``pread`` or ``pwrite`` with fewer bytes than asked, but may
 (a signal, a full disk, a file shorter than the request); each loop here goes on until the

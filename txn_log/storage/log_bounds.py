@@ -1,4 +1,4 @@
-"""Where a read may start: the one "offset outside the log" rule (issue 13 item 5).
+"""Where a read may start: the one "offset outside the log" rule.
 
 A read may start at any offset from the log start (inclusive: the first offset retention
 kept) to the log end (inclusive: reading at the end returns nothing yet, as Kafka's fetch at

@@ -136,7 +136,7 @@ class _Context:
     batches_removed: int = 0
     throttler: Throttler | None = None
     removed_end: int = 0  # exclusive end of the tombstones and markers removed so far
-    max_records_bytes: int = MAX_RECORDS_BYTES  # how far a batch may inflate (issue 24)
+    max_records_bytes: int = MAX_RECORDS_BYTES  # how far a batch may inflate (DESIGN §4)
 
     def charge(self, byte_count: int) -> None:
         """Report bytes read or written to the throttler (log.cleaner.io.max.bytes.per.second)."""

@@ -1,5 +1,5 @@
 """What a partition checks and rewrites in a client batch before writing it: Kafka's
-``LogValidator`` (F-05, F-09, F-11, F-14, F-18, F-25, F-26, F-31, T-08, K-04; issue 24).
+``LogValidator`` (F-05, F-09, F-11, F-14, F-18, F-25, F-26, F-31, T-08, K-04; DESIGN §1, §4).
 
 Every append path reaches the log through ``PartitionLog.append`` (the engine's producers and
 the Spark sink through it, ``txnlog serve``'s Produce through it), so these checks are made

@@ -72,7 +72,7 @@ MAX_RELATIVE_OFFSET = (1 << 31) - 1
 LOCK_FILE = ".lock"
 PRODUCER_SNAPSHOT_LAG_OFFSETS = 2000
 """Housekeeping and a clean close snapshot the producer state once it is this many offsets
-past its newest snapshot, so the next open replays at most about this much (P-24, issue 14)."""
+past its newest snapshot, so the next open replays at most about this much (P-24, DESIGN §2)."""
 
 
 @dataclass(frozen=True)

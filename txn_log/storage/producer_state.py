@@ -253,14 +253,6 @@ class ProducerStateManager:
             self._last_snap_offset = log_start_offset if latest is None else latest
         return self._map_end_offset
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Forget all state and snapshots; the log now starts (and ends) at ``offset``."""
-        self._clear()
-        for snapshot_offset in sorted(self._snapshots):
-            self._delete_snapshot(snapshot_offset)
-        self._map_end_offset = offset
-        self._last_snap_offset = 0
-
     def reload_from_snapshots(self, log_start_offset: int, log_end_offset: int) -> int:
         """Rebuild the state after the log start moved past ``map_end_offset`` (another
         process's retention deleted segments this process had not applied yet).

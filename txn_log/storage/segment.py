@@ -28,8 +28,7 @@ when the file shrank (truncated by another process), and then only if no other t
 them since that scan began. A scan calls the bytes at a position corrupt only below the valid
 end this object knew when *that* scan began, read before the scan's file size (so those bytes
 were complete when the size was read), and only after reading them again at the file's current
-size (issue 12: a mark that other scans advanced meanwhile proves nothing about this scan's
-snapshot).
+size (a mark that other scans advanced meanwhile proves nothing about this scan's snapshot).
 """
 
 from __future__ import annotations

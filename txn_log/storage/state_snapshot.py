@@ -1,4 +1,4 @@
-"""Snapshots of a keyed internal topic's replayed state (C-22 start-up, issue 14 item 3).
+"""Snapshots of a keyed internal topic's replayed state (C-22 start-up, DESIGN §2).
 
 The coordinator (``__transaction_state``) and the group offset store (``__consumer_offsets``)
 rebuild their state by replaying their partition. A snapshot stores that state, as the records

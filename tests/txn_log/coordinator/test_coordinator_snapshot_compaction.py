@@ -23,7 +23,7 @@ from txn_log.coordinator.state_log_format import decode_record
 from txn_log.coordinator.transaction_metadata import DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS
 from txn_log.coordinator.transaction_state import TransactionState
 from txn_log.group.group_metadata import CommitRecordMetadataAndOffset, GroupMetadata
-from txn_log.group.group_offsets import decode_record as decode_offset_record
+from txn_log.group.group_offsets_format import decode_record as decode_offset_record
 from txn_log.log import Log
 from txn_log.record.codec import iter_records
 from txn_log.record.control import ControlType

@@ -17,7 +17,7 @@ from txn_log.coordinator.transaction_metadata import (
     is_epoch_exhausted,
     prepare_init_producer_id,
 )
-from txn_log.coordinator.transaction_state import VALID_PREVIOUS_STATES
+from txn_log.coordinator.transaction_state import VALID_PREVIOUS_STATES, check_transition
 from txn_log.errors import (
     ConcurrentTransactionsError,
     InvalidConfigError,
@@ -341,11 +341,19 @@ def test_fence_at_the_last_epoch_is_refused() -> None:
         ongoing(producer_epoch=32767).prepare_fence_and_abort(NOW)
 
 
+def prepare_dead(current: TransactionMetadata) -> TransactionMetadata:
+    """Kafka's ``prepareDead`` (EMPTY / COMPLETE_* -> DEAD before the id's tombstone, T12, C-11)
+    as a test oracle: the coordinator writes an expired id's tombstone without building the DEAD
+    value, so only the transition table is under test here."""
+    check_transition(current.state, S.DEAD, current.transactional_id)
+    return replace(current, state=S.DEAD, topic_partitions=frozenset())
+
+
 def test_prepare_dead_only_without_a_transaction() -> None:
     """T12: Dead <- {Empty, Complete*}."""
-    assert metadata(state=S.COMPLETE_ABORT).prepare_dead().state is S.DEAD
+    assert prepare_dead(metadata(state=S.COMPLETE_ABORT)).state is S.DEAD
     with pytest.raises(InvalidTxnStateError):
-        ongoing().prepare_dead()
+        prepare_dead(ongoing())
 
 
 # --- expiration (C-25, C-27, C-28) ---------------------------------------------------------

@@ -9,7 +9,6 @@ restart sees, replaying from the start).
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,8 @@ from txn_log.errors import (
     OffsetMetadataTooLargeError,
     TxnLogError,
 )
-from txn_log.group.group_offsets import (
-    MAX_GROUP_ID_BYTES,
-    MAX_METADATA_BYTES,
-    OFFSETS_PARTITION,
-    OffsetAndMetadata,
-    decode_record,
-    encode_key,
-    encode_value,
-)
+from txn_log.group.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.group.group_offsets_format import MAX_GROUP_ID_BYTES, MAX_METADATA_BYTES
 from txn_log.log import Log
 from txn_log.producer.producer import Producer
 from txn_log.topic_partition import TopicPartition
@@ -237,21 +229,6 @@ def test_largest_group_id_and_metadata_round_trip(log: Log) -> None:
     log.group_offsets.commit(group, {IN0: OffsetAndMetadata(3, "m" * MAX_METADATA_BYTES)})
     fresh = Log.open(log.path).committed(group, [IN0])[IN0]
     assert fresh == OffsetAndMetadata(3, "m" * MAX_METADATA_BYTES)
-
-
-def test_encoding_never_raises_a_raw_struct_error() -> None:
-    """Item 13: the record encoders refuse what does not fit with a typed error naming the group
-    and partition, whoever calls them."""
-    with pytest.raises(InvalidGroupIdError, match="in-0"):
-        encode_key("g" * 40_000, IN0)
-    with pytest.raises(OffsetMetadataTooLargeError, match="at most 4096"):
-        encode_value(OffsetAndMetadata(1, "m" * 40_000), 0)
-    with pytest.raises(ConfigError, match="int64"):
-        encode_value(OffsetAndMetadata(1 << 63), 0)
-    key = encode_key("G", IN0)
-    value = encode_value(OffsetAndMetadata(4, "meta", 2), 1_700_000_000_000)
-    assert decode_record(key, value) == ("G", IN0, OffsetAndMetadata(4, "meta", 2))
-    assert key == struct.pack(">hh1sh2si", 1, 1, b"G", 2, b"in", 0)  # OffsetCommitKey v1
 
 
 @pytest.mark.parametrize(

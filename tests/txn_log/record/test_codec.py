@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from tests.batch_walk import iter_batches
 from txn_log.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionTypeError
 from txn_log.record.batch_header import (
     Compression,
@@ -28,7 +29,6 @@ from txn_log.record.codec import (
     decode_batch,
     encode_batch,
     encode_records,
-    iter_batches,
     iter_records,
 )
 

@@ -19,14 +19,13 @@ from txn_log.record.varint import (
     decode_varint_array,
     decode_varlong,
     encode_varint,
-    encode_varint_array,
-    encode_varints,
     encode_varlong,
     pair_view,
     size_of_varint,
     unzigzag,
     varint_sizes,
     zigzag,
+    zigzag_array,
 )
 
 int32s = st.integers(INT32_MIN, INT32_MAX)
@@ -80,6 +79,37 @@ def test_varlong_round_trip(value: int) -> None:
     encoded = encode_varlong(value)
     assert decode_varlong(encoded) == (value, len(encoded))
     assert size_of_varint(value) == len(encoded) <= 10
+
+
+# --- test oracles: whole-array encoding in one matrix ------------------------------------------
+
+
+def encode_varint_array(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sizes, matrix)`` for a whole int64 array, without a Python loop per element: the
+    straightforward form of what the columnar encoder writes field by field.
+
+    ``matrix`` is a C-ordered ``(len(values), width)`` uint8 array, ``width`` the largest
+    size; row ``i`` holds the encoding of ``values[i]`` in its first ``sizes[i]`` bytes and
+    zeros after. ``matrix[np.arange(width) < sizes[:, None]]`` is the concatenation of all
+    encodings in order.
+    """
+    raw = zigzag_array(values)
+    sizes = varint_sizes(values)
+    width = int(sizes.max()) if sizes.size else 1
+    matrix = np.empty((raw.shape[0], width), dtype=np.uint8)
+    for group in range(width):
+        septet = (raw >> np.uint64(7 * group)) & np.uint64(0x7F)
+        more = sizes > group + 1
+        matrix[:, group] = septet.astype(np.uint8) | (more.astype(np.uint8) << 7)
+    if width > 1:
+        matrix[np.arange(width) >= sizes[:, None]] = 0
+    return sizes, matrix
+
+
+def encode_varints(values: np.ndarray) -> bytes:
+    """The concatenated zigzag encodings of an int64 array."""
+    sizes, matrix = encode_varint_array(values)
+    return bytes(matrix[np.arange(matrix.shape[1]) < sizes[:, None]].tobytes())
 
 
 @settings(max_examples=50)

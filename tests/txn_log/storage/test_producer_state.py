@@ -341,9 +341,20 @@ def test_delete_snapshots_before_is_exclusive(tmp_path: Path) -> None:
     assert log.manager.latest_snapshot_offset() == 20
 
 
+def truncate_fully_and_start_at(manager: ProducerStateManager, offset: int) -> None:
+    """Kafka's ``truncateFullyAndStartAt`` (a replica whose log is replaced whole), which no
+    path of the embedded log takes, as a test oracle: forget all state and snapshots; the log
+    now starts (and ends) at ``offset``."""
+    manager._clear()
+    for snapshot_offset in manager.snapshot_offsets():
+        manager._delete_snapshot(snapshot_offset)
+    manager._map_end_offset = offset
+    manager._last_snap_offset = 0
+
+
 def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     log = snapshots_at(tmp_path, [10])
-    log.manager.truncate_fully_and_start_at(50)
+    truncate_fully_and_start_at(log.manager, 50)
     assert log.manager.map_end_offset == 50
     assert log.manager.snapshot_offsets() == [] and log.manager.active_producers() == {}
     assert not list(tmp_path.iterdir())
