@@ -83,10 +83,17 @@ class EntryFile(Generic[E]):
             # this view reads, and the entries it holds still describe the data it reads
             return os.fstat(self._fd)
         if self._fd is None or stat.st_ino != self._ino:
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except FileNotFoundError:
+                # deleted between the stat and the open (the cleaner's next merge, retention):
+                # as when it is gone at the stat, the file open here is still this view's
+                return None if self._fd is None else os.fstat(self._fd)
             self._forget()
-            self._fd = os.open(self.path, os.O_RDWR)
-            self._close_fd = owned_fd(self, self._fd)
-            self._ino = os.fstat(self._fd).st_ino
+            self._fd = fd
+            self._close_fd = owned_fd(self, fd)
+            stat = os.fstat(fd)  # the file opened, which may be newer than the one stat saw
+            self._ino = stat.st_ino
         return stat
 
     def _whole_size(self, stat: os.stat_result | None) -> int:

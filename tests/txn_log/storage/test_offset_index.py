@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -236,3 +238,27 @@ def test_a_view_that_never_read_the_file_appends_and_answers_like_one_that_did(
     assert other.last_entry() == OffsetPosition(1002, 10)
     other.append(1040, 20)
     assert fresh.entries() == [OffsetPosition(1002, 10), OffsetPosition(1040, 20)]
+
+
+def test_a_file_replaced_then_deleted_between_a_readers_stat_and_open_keeps_its_view(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN §3: an index replaced underneath (a new inode, as the cleaner's swap leaves it)
+    and deleted a moment later (a later merge, retention) between a reader's ``stat`` and its
+    ``open``: the reader raised FileNotFoundError (a reader process of
+    test_cleaner_processes died of it). It keeps reading the file it has open, as it does
+    when the file is already gone at its ``stat``."""
+    reader = filled(path, PAIRS)
+    assert reader.lookup(1015) == OffsetPosition(1010, 4096)
+    swapped = path.with_suffix(".index.cleaned")
+    filled(swapped, [(1002, 10)])
+    os.replace(swapped, path)  # a new inode at the path, as the cleaner's swap leaves it
+    real_open = os.open
+
+    def deleted_before_open(name: Any, flags: int, *rest: Any) -> int:
+        if Path(name) == path and path.exists():
+            path.unlink()  # the merge deletes it right after the reader's stat
+        return real_open(name, flags, *rest)
+
+    monkeypatch.setattr(os, "open", deleted_before_open)
+    assert reader.lookup(1015) == OffsetPosition(1010, 4096)  # the open file's entries
