@@ -93,18 +93,22 @@ class Log:
         """Create a topic; everything is validated before anything is written."""
         self.log_manager.create_topic(name, partitions, config, internal=internal)
 
-    def create_partitions(self, name: str, total: int) -> None:
-        """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks)."""
-        self.log_manager.create_partitions(name, total)
+    def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks;
+        internal topics never grow); ``validate_only`` checks and writes nothing."""
+        self.log_manager.create_partitions(name, total, validate_only=validate_only)
 
-    def delete_topic(self, name: str) -> int:
+    def delete_topic(self, name: str, *, topic_id: str | None = None) -> int:
         """Delete a topic and all its data; returns the number of partitions removed.
 
         Internal topics cannot be deleted, nor a topic an open transaction has written to
         (ConcurrentTransactionsError): the coordinator is held meanwhile, so none can start
-        writing to it either (``LogManager.delete_topic``).
+        writing to it either (``LogManager.delete_topic``). With ``topic_id``, only the topic
+        of that id (UnknownTopicIdError if the name now belongs to another).
         """
-        return self.log_manager.delete_topic(name, self.coordinator.topic_deletion_guard)
+        return self.log_manager.delete_topic(
+            name, self.coordinator.topic_deletion_guard, topic_id=topic_id
+        )
 
     def topics(self, *, include_internal: bool = False) -> list[str]:
         """Every topic, sorted by name."""
@@ -116,6 +120,10 @@ class Log:
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.log_manager.topic_config(topic)
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id (Kafka's printed form), read afresh (``LogManager.topic_id``)."""
+        return self.log_manager.topic_id(topic)
 
     def partition_log(self, topic_partition: TopicPartition) -> PartitionLog:
         """The (cached) PartitionLog of an existing partition (``LogManager.partition_log``)."""

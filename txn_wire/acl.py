@@ -15,17 +15,23 @@ The ACL file has one rule a line, five fields separated by blanks; ``#`` starts 
   a transactional id get a producer id, as in Kafka).
 - name: a literal name, a prefix ending in ``*`` (``copier-*``), or ``*`` for every name.
 - operation: ``Read``, ``Write``, ``Describe``, ``IdempotentWrite``, ``Create`` (on a topic
-  or the cluster: CreateTopics), ``DescribeConfigs`` or ``All``.
+  or the cluster: CreateTopics), ``Delete`` (on a topic or the cluster: DeleteTopics),
+  ``Alter`` (on a topic: CreatePartitions), ``DescribeConfigs``, ``AlterConfigs``,
+  ``ClusterAction`` or ``All``. AlterConfigs and ClusterAction guard no API served here; they
+  only show in the operations Metadata reports a principal may perform.
 - permission: ``allow`` or ``deny``.
 
-Decisions are Kafka's (``AclAuthorizer``): a matching deny wins over any allow; without a
-matching allow the answer is no (allow.everyone.if.no.acl.found=false); Read and Write imply
-Describe; All matches every operation. Immutable once loaded; thread-safe.
+Decisions are Kafka's (``StandardAuthorizer``): a matching deny wins over any allow; without a
+matching allow the answer is no (allow.everyone.if.no.acl.found=false); an allowed Read,
+Write, Delete or Alter implies Describe, an allowed AlterConfigs implies DescribeConfigs; All
+matches every operation. ``authorized_operations`` is the bit field Metadata v8+ answers
+(Kafka's ``AclOperation`` codes). Immutable once loaded; thread-safe.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,16 +47,74 @@ class ResourceType(enum.Enum):
 
 
 class Operation(enum.Enum):
+    """An ACL operation, by its name in the ACL file (Kafka's ``AclOperation``)."""
+
     READ = "Read"
     WRITE = "Write"
-    DESCRIBE = "Describe"
-    IDEMPOTENT_WRITE = "IdempotentWrite"
     CREATE = "Create"
+    DELETE = "Delete"
+    ALTER = "Alter"
+    DESCRIBE = "Describe"
+    CLUSTER_ACTION = "ClusterAction"
     DESCRIBE_CONFIGS = "DescribeConfigs"
+    ALTER_CONFIGS = "AlterConfigs"
+    IDEMPOTENT_WRITE = "IdempotentWrite"
     ALL = "All"
 
 
-_IMPLIES_DESCRIBE = {Operation.READ, Operation.WRITE}
+OPERATION_CODES = {
+    Operation.READ: 3,
+    Operation.WRITE: 4,
+    Operation.CREATE: 5,
+    Operation.DELETE: 6,
+    Operation.ALTER: 7,
+    Operation.DESCRIBE: 8,
+    Operation.CLUSTER_ACTION: 9,
+    Operation.DESCRIBE_CONFIGS: 10,
+    Operation.ALTER_CONFIGS: 11,
+    Operation.IDEMPOTENT_WRITE: 12,
+}
+"""Kafka's ``AclOperation`` code of each operation: its bit in an authorized-operations field."""
+
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: frozenset(
+        {
+            Operation.READ,
+            Operation.WRITE,
+            Operation.CREATE,
+            Operation.DESCRIBE,
+            Operation.DELETE,
+            Operation.ALTER,
+            Operation.DESCRIBE_CONFIGS,
+            Operation.ALTER_CONFIGS,
+        }
+    ),
+    ResourceType.CLUSTER: frozenset(
+        {
+            Operation.CREATE,
+            Operation.CLUSTER_ACTION,
+            Operation.DESCRIBE_CONFIGS,
+            Operation.ALTER_CONFIGS,
+            Operation.IDEMPOTENT_WRITE,
+            Operation.ALTER,
+            Operation.DESCRIBE,
+        }
+    ),
+}
+"""The operations Kafka reports on a resource type (``AclEntry.supportedOperations``), whether
+or not this server serves an API they guard: authorized operations are a subset of these."""
+
+_IMPLIED_BY = {
+    Operation.DESCRIBE: {Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER},
+    Operation.DESCRIBE_CONFIGS: {Operation.ALTER_CONFIGS},
+}
+"""operation → the operations whose allow rules allow it too (Kafka's IMPLIES_DESCRIBE and
+IMPLIES_DESCRIBE_CONFIGS); a deny rule denies only its own operation."""
+
+
+def operations_bit_field(operations: Iterable[Operation]) -> int:
+    """Kafka's 32-bit field of ``operations`` (bit n set for AclOperation code n)."""
+    return sum(1 << OPERATION_CODES[operation] for operation in set(operations))
 
 
 class AclFileError(ValueError):
@@ -80,10 +144,8 @@ class AclRule:
     def matches_operation(self, operation: Operation) -> bool:
         if self.operation in (Operation.ALL, operation):
             return True
-        # an allowed Read or Write also allows Describe; a denied one does not deny Describe
-        return (
-            self.allow and operation is Operation.DESCRIBE and (self.operation in _IMPLIES_DESCRIBE)
-        )
+        # an allowed Read also allows Describe; a denied one does not deny Describe
+        return self.allow and self.operation in _IMPLIED_BY.get(operation, ())
 
 
 class Authorizer:
@@ -107,6 +169,15 @@ class Authorizer:
                     return False
                 allowed = True
         return allowed
+
+    def authorized_operations(self, principal: str, resource_type: ResourceType, name: str) -> int:
+        """The bit field of the operations of ``SUPPORTED_OPERATIONS`` the principal may do on
+        this resource (Kafka's ``AuthHelper.authorizedOperations``)."""
+        return operations_bit_field(
+            operation
+            for operation in SUPPORTED_OPERATIONS[resource_type]
+            if self.allows(principal, resource_type, name, operation)
+        )
 
     def allows_any(self, principal: str, resource_type: ResourceType, operation: Operation) -> bool:
         """Whether some allow rule gives ``operation`` on some resource of the type and no

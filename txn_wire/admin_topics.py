@@ -1,6 +1,6 @@
-"""CreateTopics (19) and DescribeConfigs (32): what an AdminClient needs to create a topic and
-read its limits (DESIGN §5: the sink's ``createTopic`` and ledger topic, its
-``max.message.bytes``).
+"""CreateTopics (19), DeleteTopics (20) and DescribeConfigs (32): what an AdminClient needs to
+create a topic, read its limits (DESIGN §5: the sink's ``createTopic`` and ledger topic, its
+``max.message.bytes``) and delete it.
 
 CreateTopics, per topic, as Kafka's ``ZkAdminManager.createTopics`` answers:
 
@@ -22,6 +22,26 @@ Everything is validated before the topic is written (``Log.create_topic``), so a
 leaves nothing behind; ``validate_only`` validates and creates nothing. A topic created
 concurrently by another peer of the directory is TOPIC_ALREADY_EXISTS, as in Kafka.
 
+DeleteTopics (v1-v6; v6 may name a topic by its id), per topic, in the order Kafka's
+``ControllerApis.deleteTopics`` decides, ACLs from the rule (``guard.TopicAccess``):
+
+    a name, or an id, given twice in one request INVALID_REQUEST (42), once
+    v6: neither a name nor an id, or both          INVALID_REQUEST (42)
+    an id no topic has                              UNKNOWN_TOPIC_ID (100)
+    an id whose topic the principal may not delete  TOPIC_AUTHORIZATION_FAILED (29), without
+                                                    its name unless it may describe it
+    a name the principal may not describe           TOPIC_AUTHORIZATION_FAILED (29)
+    a name no topic has                             UNKNOWN_TOPIC_OR_PARTITION (3)
+    a name the principal may not delete             TOPIC_AUTHORIZATION_FAILED (29)
+    a name that is also given by its id             INVALID_REQUEST (42)
+    internal topics                                 INVALID_TOPIC_EXCEPTION (17): the engine
+                                                    keeps them (a Kafka broker would delete)
+    a topic an open transaction has written to      CONCURRENT_TRANSACTIONS (51), retriable
+
+then ``Log.delete_topic`` per topic (by id: only the topic of that id, so a name deleted and
+re-created by another peer meanwhile is not deleted: UNKNOWN_TOPIC_ID). The deletion is done
+when the answer goes out, so any ``timeout_ms`` is met and none is waited for; throttle 0.
+
 DescribeConfigs answers topic resources (type 2) from the topic's ``TopicConfig`` (every key,
 or the keys asked for; source DYNAMIC_TOPIC_CONFIG where the value differs from the default,
 else DEFAULT_CONFIG); a broker resource (type 4) is answered with no configs; an unknown topic
@@ -31,16 +51,23 @@ runs on worker threads like every blocking handler.
 
 from __future__ import annotations
 
+import base64
+import uuid
 from collections import Counter
 from typing import Any
 
 from txn_log.errors import InvalidPartitionsError, TopicAlreadyExistsError, TxnLogError
 from txn_log.topic_config import TopicConfig, validate_topic_name
-from txn_wire.broker import BROKER_ID, Broker, error_code
+from txn_wire.acl import Operation
+from txn_wire.broker import BROKER_ID, UNKNOWN_TOPIC_OR_PARTITION, Broker, error_code
 from txn_wire.codec import Plain, Request
+from txn_wire.guard import TOPIC_AUTHORIZATION_FAILED, topic_access
+from txn_wire.metadata import kafka_topic_id
 
 CREATE_TOPICS = 19
+DELETE_TOPICS = 20
 DESCRIBE_CONFIGS = 32
+UNKNOWN_TOPIC_ID = 100
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
@@ -49,6 +76,9 @@ BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1
 DEFAULT_CONFIG = 5
 _CONFIG_TYPES = {bool: 1, str: 2, int: 5, float: 6}  # Kafka's ConfigType: BOOLEAN .. DOUBLE
+_NIL = uuid.UUID(int=0)  # no topic id: a topic named by its name
+_DENIED = "not authorized"
+_TWICE = "named more than once in the request"
 
 
 def handle_create_topics(broker: Broker, request: Request) -> Plain:
@@ -109,24 +139,125 @@ def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) 
     }
 
 
+def handle_delete_topics(broker: Broker, request: Request) -> Plain:
+    access = topic_access(request, Operation.DELETE)
+    if request.api_version < 6:
+        asked = [(name, _NIL) for name in request.body.get("topic_names") or []]
+    else:
+        asked = [(t.get("name"), t.get("topic_id") or _NIL) for t in request.body["topics"]]
+    results, names, ids = _distinct(asked)
+    by_id = _names_of(broker, ids)
+    deletions: dict[str, uuid.UUID] = {}  # name → the id it was named by (nil: by name)
+    for topic_id in ids:
+        name = by_id.get(topic_id)
+        if name is None:
+            results.append(_deleted(None, topic_id, UNKNOWN_TOPIC_ID, "no topic has this id"))
+        elif not access.allows(name):
+            shown = name if access.describes(name) else None
+            results.append(_deleted(shown, topic_id, TOPIC_AUTHORIZATION_FAILED, _DENIED))
+        else:
+            deletions[name] = topic_id
+    existing = set(broker.log.topics(include_internal=True))
+    for name in names:
+        if not access.describes(name) or (name in existing and not access.allows(name)):
+            results.append(_deleted(name, _NIL, TOPIC_AUTHORIZATION_FAILED, _DENIED))
+        elif name not in existing:
+            results.append(_deleted(name, _NIL, UNKNOWN_TOPIC_OR_PARTITION, "no such topic"))
+        elif name in deletions:
+            topic_id = deletions.pop(name)
+            message = f"topic {name!r} is named by its id {topic_id} as well"
+            results.append(_deleted(name, topic_id, INVALID_REQUEST, message))
+        else:
+            deletions[name] = _NIL
+    results += [_delete(broker, name, topic_id) for name, topic_id in deletions.items()]
+    return {"responses": results}
+
+
+def _distinct(
+    asked: list[tuple[str | None, uuid.UUID]],
+) -> tuple[list[Plain], list[str], list[uuid.UUID]]:
+    """(refusals, names, ids): each topic named once, by its name or by its id; what is named
+    twice, by neither or by both is refused INVALID_REQUEST, once."""
+    refused = []
+    names = Counter(name for name, topic_id in asked if name is not None and topic_id == _NIL)
+    ids = Counter(topic_id for name, topic_id in asked if name is None and topic_id != _NIL)
+    for name, topic_id in asked:
+        if name is None and topic_id == _NIL:
+            refused.append(_deleted(None, _NIL, INVALID_REQUEST, "neither a name nor an id"))
+        elif name is not None and topic_id != _NIL:
+            refused.append(_deleted(name, topic_id, INVALID_REQUEST, "both a name and an id"))
+    refused += [_deleted(n, _NIL, INVALID_REQUEST, _TWICE) for n, c in names.items() if c > 1]
+    refused += [_deleted(None, i, INVALID_REQUEST, _TWICE) for i, c in ids.items() if c > 1]
+    return (
+        refused,
+        [name for name, count in names.items() if count == 1],
+        [topic_id for topic_id, count in ids.items() if count == 1],
+    )
+
+
+def _names_of(broker: Broker, ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The name of the topic of each id that one has (read afresh: other peers create and
+    delete topics)."""
+    if not ids:
+        return {}
+    found = {}
+    for name in broker.log.topics(include_internal=True):
+        try:
+            topic_id = kafka_topic_id(broker.log.topic_id(name))
+        except TxnLogError:  # deleted meanwhile
+            continue
+        if topic_id in ids:
+            found[topic_id] = name
+    return found
+
+
+def _delete(broker: Broker, name: str, named_by: uuid.UUID) -> Plain:
+    """Delete one topic: by name, or (``named_by`` not nil) only the topic of that id."""
+    try:
+        if named_by == _NIL:
+            topic_id = kafka_topic_id(broker.log.topic_id(name))
+            broker.log.delete_topic(name)
+        else:
+            topic_id = named_by
+            broker.log.delete_topic(name, topic_id=_engine_topic_id(named_by))
+    except TxnLogError as error:
+        return _deleted(name, named_by, error_code(error, DELETE_TOPICS), str(error))
+    return _deleted(name, topic_id, 0, None)
+
+
+def _engine_topic_id(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+def _deleted(name: str | None, topic_id: uuid.UUID, code: int, message: str | None) -> Plain:
+    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+
+
 def _assigned_partitions(assignments: list[Plain]) -> int | str:
     """The partition count of a replica assignment that fits this one broker, or why not."""
     indexes = sorted(a["partition_index"] for a in assignments)
     if indexes != list(range(len(indexes))):
         return f"partition ids {indexes} are not the consecutive 0-based sequence 0..n-1"
     for assignment in assignments:
-        brokers = list(assignment["broker_ids"])
-        index = assignment["partition_index"]
-        if not brokers:
-            return f"partition {index} has an empty replica list"
-        if len(set(brokers)) != len(brokers):
-            return f"partition {index} lists a broker more than once: {brokers}"
-        if brokers != [BROKER_ID]:
-            return (
-                f"partition {index} is placed on brokers {brokers}, but the only broker "
-                f"registered is {BROKER_ID}"
-            )
+        problem = replica_problem(assignment["partition_index"], list(assignment["broker_ids"]))
+        if problem is not None:
+            return problem
     return len(indexes)
+
+
+def replica_problem(index: int, brokers: list[int]) -> str | None:
+    """Why partition ``index`` cannot be placed on ``brokers`` here (None: it can): every
+    partition has one replica, on this broker (CreateTopics and CreatePartitions)."""
+    if not brokers:
+        return f"partition {index} has an empty replica list"
+    if len(set(brokers)) != len(brokers):
+        return f"partition {index} lists a broker more than once: {brokers}"
+    if brokers != [BROKER_ID]:
+        return (
+            f"partition {index} is placed on brokers {brokers}, but the only broker "
+            f"registered is {BROKER_ID}"
+        )
+    return None
 
 
 def _refused(result: Plain, code: int, message: str) -> Plain:

@@ -5,6 +5,8 @@ FindCoordinator 1, AddPartitionsToTxn/AddOffsetsToTxn 0) and stop below the vers
 switch to topic ids (Fetch 13, Produce 10, Metadata 13) or batch several coordinator requests
 in one (AddPartitionsToTxn 4), which this server does not implement. InitProducerId goes to v4
 because librdkafka needs v3+ to recover from abortable errors by an epoch bump (KIP-360).
+DeleteTopics goes to v6, whose topic ids the handler resolves (``admin_topics``); it starts at
+v1, as in Kafka 4 and kio (librdkafka sends up to v4, CreatePartitions up to v2).
 
 SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2 are served, and advertised, only when
 the server has a users file (``SASL``): an open server does not offer what it cannot do.
@@ -37,12 +39,14 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     16: (0, 3),  # ListGroups
     18: (0, 3),  # ApiVersions
     19: (0, 5),  # CreateTopics
+    20: (1, 6),  # DeleteTopics (v0 is gone from Kafka 4 and kio; v6 names topics by id too)
     22: (0, 4),  # InitProducerId
     24: (0, 3),  # AddPartitionsToTxn
     25: (0, 3),  # AddOffsetsToTxn
     26: (0, 3),  # EndTxn
     28: (0, 3),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
+    37: (0, 3),  # CreatePartitions
 }
 """api key → (min version, max version), inclusive."""
 

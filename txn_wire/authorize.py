@@ -11,7 +11,11 @@ Produce                Write on each topic                              29, that
 Fetch                  Read on each topic                               29, that topic
 ListOffsets            Describe on each topic (Read or Write imply it)  29, that topic
 Metadata               Describe on each topic asked (all topics: the    29, that topic
-                       ones allowed are listed, the others left out)
+                       ones allowed are listed, the others left out);
+                       v8+ asked for authorized operations: the bit
+                       field of the principal's, per topic listed and
+                       (v8-10) for the cluster, 0 there without
+                       Describe on the cluster
 OffsetCommit           Read on the group; Read on each topic            30 all; 29 the topic
 OffsetFetch            Describe on the group; Describe on each topic    30 all; 29 the topic
 FindCoordinator        Describe on the group / transactional id         30 / 53
@@ -32,18 +36,28 @@ TxnOffsetCommit        Write on the transactional id; Read on the       53; 30; 
 CreateTopics           Create on the cluster, or Create on each topic   29, that topic
 DescribeConfigs        DescribeConfigs on each topic; on the cluster    29 the topic; 31
                        for a broker resource                            the broker
+DeleteTopics           Delete on the cluster, or Delete on each topic;  29, that topic (its
+                       without Describe on it, a client is not told     name withheld if
+                       whether it exists (applied by the handler: a     named by id and not
+                       topic may be named by its id)                    describable)
+CreatePartitions       Alter on each topic (a name given twice is       29, that topic
+                       INVALID_REQUEST first, as Kafka answers it)
 =====================  ===============================================  ===================
 
 A refused part never reaches the handler: the request is narrowed to the allowed parts, the
 handler answers those, and the refusals are added to its answer (``Guard.merge``); when
 nothing is left the refusal is the whole answer and the handler does not run, so a refused
-request writes nothing. WriteTxnMarker (B-02, ClusterAction) is not served at all: control
-batches reach the log only through the coordinator, and Produce refuses them (B-19).
-Pure functions of the request; thread-safe.
+request writes nothing. DeleteTopics alone hands its handler the decisions instead
+(``guard.TopicAccess``): Kafka resolves a topic id to a name before authorizing it, and tells
+an unknown topic from a forbidden one only to a principal that may describe it.
+WriteTxnMarker (B-02, ClusterAction) is not served at all: control batches reach the log
+only through the coordinator, and Produce refuses them (B-19). Pure functions of the request;
+thread-safe.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from txn_wire import authorize_groups as groups
@@ -53,10 +67,12 @@ from txn_wire.guard import (
     CLUSTER_AUTHORIZATION_FAILED,
     GROUP_AUTHORIZATION_FAILED,
     OPERATION_NOT_ATTEMPTED,
+    TOPIC_ACCESS,
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     Check,
     Guard,
+    TopicAccess,
     only_described,
     split_topics,
     topic_rule,
@@ -69,7 +85,7 @@ _READ, _WRITE, _DESCRIBE = Operation.READ, Operation.WRITE, Operation.DESCRIBE
 def authorize(authorizer: Authorizer, principal: str, request: Request) -> Guard:
     """Check ``request`` (an API this server serves) for ``principal``."""
     check = Check(authorizer, principal, request)
-    rule = _RULES.get(request.api_key)
+    rule = RULES.get(request.api_key)
     return rule(check) if rule is not None else Guard(request)
 
 
@@ -150,16 +166,50 @@ def _list_offsets(check: Check) -> Guard:
 
 def _metadata(check: Check) -> Guard:
     """Asked topics without Describe are refused (and never auto-created); a request for all
-    topics lists only those the principal may describe."""
+    topics lists only those the principal may describe. The authorized operations asked for
+    are the principal's, for the topics listed (a refused one keeps the field's default)."""
+    operations = _authorized_operations(check)
     if check.body.get("topics") is None:
-        return Guard(check.request, merge=lambda answer: only_described(check, answer))
+        return Guard(check.request, merge=lambda answer: operations(only_described(check, answer)))
     allowed, denied = split_topics(check, check.body["topics"], "name", _DESCRIBE)
     refused = [{"error_code": TOPIC_AUTHORIZATION_FAILED, "name": t["name"]} for t in denied]
 
     def merge(answer: Plain | None) -> Plain | None:
+        answer = operations(answer)
         return None if answer is None else {**answer, "topics": answer["topics"] + refused}
 
-    return check.narrowed(merge, topics=allowed) if denied else Guard(check.request)
+    if not denied:
+        return Guard(check.request, merge=operations)
+    return check.narrowed(merge, topics=allowed)
+
+
+def _authorized_operations(check: Check) -> Callable[[Plain | None], Plain | None]:
+    """Metadata's authorized-operations fields as Kafka's ``handleTopicMetadataRequest`` sets
+    them when asked: each topic's bit field (v8+); the cluster's (v8-10), 0 without Describe
+    on the cluster. The handler answers every operation, as a server without ACLs does."""
+    version, body = check.request.api_version, check.body
+    topics = version >= 8 and bool(body.get("include_topic_authorized_operations"))
+    cluster = 8 <= version <= 10 and bool(body.get("include_cluster_authorized_operations"))
+
+    def bit_field(resource: ResourceType, name: str) -> int:
+        return check.authorizer.authorized_operations(check.principal, resource, name)
+
+    def merge(answer: Plain | None) -> Plain | None:
+        if answer is None or not (topics or cluster):
+            return answer
+        answer = dict(answer)
+        if topics:
+            answer["topics"] = [
+                {**t, "topic_authorized_operations": bit_field(_TOPIC, t["name"])}
+                for t in answer["topics"]
+            ]
+        if cluster:
+            described = check.allows(ResourceType.CLUSTER, CLUSTER_NAME, _DESCRIBE)
+            cluster_bits = bit_field(ResourceType.CLUSTER, CLUSTER_NAME) if described else 0
+            answer["cluster_authorized_operations"] = cluster_bits
+        return answer
+
+    return merge
 
 
 # --- transactions (C-31) -----------------------------------------------------------------------
@@ -279,7 +329,45 @@ def _describe_configs(check: Check) -> Guard:
     return check.narrowed(merge, resources=[r for r in resources if allowed(r)])
 
 
-_RULES: dict[int, Callable[[Check], Guard]] = {
+def _delete_topics(check: Check) -> Guard:
+    """Delete on the cluster allows every topic (Kafka's ``ControllerApis.deleteTopics``);
+    otherwise the handler applies Describe and Delete on each topic once it knows it."""
+    if check.allows(ResourceType.CLUSTER, CLUSTER_NAME, Operation.DELETE):
+        return Guard(check.request)
+    access = TopicAccess(Operation.DELETE, check)
+    return check.narrowed(lambda answer: answer, **{TOPIC_ACCESS: access})
+
+
+def _create_partitions(check: Check) -> Guard:
+    """Alter on each topic; a name given twice is left to the handler, which answers it
+    INVALID_REQUEST (Kafka's ``ControllerApis.createPartitions`` does, before authorizing)."""
+    topics = check.body.get("topics") or []
+    counts = Counter(t["name"] for t in topics)
+
+    def allowed(topic: Plain) -> bool:
+        return counts[topic["name"]] > 1 or check.allows(_TOPIC, topic["name"], Operation.ALTER)
+
+    denied = [t for t in topics if not allowed(t)]
+    if not denied:
+        return Guard(check.request)
+    refused = [
+        {
+            "name": t["name"],
+            "error_code": TOPIC_AUTHORIZATION_FAILED,
+            "error_message": f"not authorized to alter topic {t['name']!r}",
+        }
+        for t in denied
+    ]
+    if len(denied) == len(topics):
+        return check.refuse({"results": refused})
+
+    def merge(answer: Plain | None) -> Plain | None:
+        return None if answer is None else {**answer, "results": answer["results"] + refused}
+
+    return check.narrowed(merge, topics=[t for t in topics if allowed(t)])
+
+
+RULES: dict[int, Callable[[Check], Guard]] = {
     0: _produce,
     1: _fetch,
     2: _list_offsets,
@@ -307,6 +395,8 @@ _RULES: dict[int, Callable[[Check], Guard]] = {
     26: _end_txn,
     28: lambda check: groups.offset_commit(check, transactional=True),
     19: _create_topics,
+    20: _delete_topics,
     32: _describe_configs,
+    37: _create_partitions,
 }
 """api key → its rule; ApiVersions and the SASL APIs need no authorization."""

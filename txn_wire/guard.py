@@ -3,8 +3,11 @@ rules share (``authorize``, ``authorize_groups``): narrowing a request to the to
 principal may use, and answering the others with TOPIC_AUTHORIZATION_FAILED.
 
 A rule either refuses the whole request (its answer is then the whole response and the
-handler never runs) or narrows it to the allowed parts and says how to merge the refused
-parts into the handler's answer. Pure functions of the request; thread-safe.
+handler never runs), or narrows it to the allowed parts and says how to merge the refused
+parts into the handler's answer, or hands the handler a ``TopicAccess``: the principal's
+decisions on topics the request names only by id, or whose refusal depends on whether the
+topic exists (DeleteTopics), applied by the handler once it knows the topics, at the point
+Kafka applies them. Pure functions of the request; thread-safe.
 """
 
 from __future__ import annotations
@@ -60,6 +63,31 @@ class Check:
     def narrowed(self, merge: Merge, **body: Any) -> Guard:
         request = dataclasses.replace(self.request, body={**self.body, **body})
         return Guard(request, merge=merge)
+
+
+TOPIC_ACCESS = "_topic_access"
+"""The request-body key of a rule's ``TopicAccess`` (no Kafka field starts with ``_``)."""
+
+
+@dataclass(frozen=True)
+class TopicAccess:
+    """Whether the principal may describe a topic, and do the request's ``operation`` to it.
+    Without ACLs (``check`` None) both are always yes."""
+
+    operation: Operation
+    check: Check | None = None
+
+    def describes(self, name: str) -> bool:
+        return self.check is None or self.check.allows(ResourceType.TOPIC, name, Operation.DESCRIBE)
+
+    def allows(self, name: str) -> bool:
+        return self.check is None or self.check.allows(ResourceType.TOPIC, name, self.operation)
+
+
+def topic_access(request: Request, operation: Operation) -> TopicAccess:
+    """The ``TopicAccess`` a rule handed this request's handler (everything allowed: none)."""
+    access = request.body.get(TOPIC_ACCESS)
+    return access if isinstance(access, TopicAccess) else TopicAccess(operation)
 
 
 def split_topics(

@@ -11,6 +11,12 @@ the version has the field. The address advertised is the one the client reached.
 carries its topic id (v10+, KIP-516: the engine's, in Kafka's form), so that a client can tell
 a topic deleted and re-created under the same name from the one it knew (the Kafka-mode
 Spark source checks it before and after a read).
+
+Asked for authorized operations (v8+ ``include_topic_authorized_operations``, v8-10
+``include_cluster_authorized_operations``), each topic listed and the cluster carry the bit
+field of every operation Kafka reports on them (``acl.SUPPORTED_OPERATIONS``), as a Kafka
+broker without an authorizer answers; with ACLs the Metadata rule puts the principal's in
+(``authorize``). Not asked, the fields keep their default, INT32_MIN.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 from txn_log import TopicPartition
 from txn_log.errors import InvalidTopicError, TxnLogError
 from txn_log.topic_config import validate_topic_name
+from txn_wire.acl import SUPPORTED_OPERATIONS, ResourceType, operations_bit_field
 from txn_wire.broker import BROKER_ID, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, Broker
 from txn_wire.codec import Plain, Request
 
@@ -62,12 +69,25 @@ def handle_metadata(broker: Broker, request: Request, address: Address) -> Plain
             }
         )
     host, port = address
-    return {
+    answer = {
         "brokers": [{"node_id": BROKER_ID, "host": host, "port": port}],
         "cluster_id": CLUSTER_ID,
         "controller_id": BROKER_ID,
         "topics": topics,
     }
+    return _with_every_operation(request, answer)
+
+
+def _with_every_operation(request: Request, answer: Plain) -> Plain:
+    """The authorized-operations fields asked for, each with every operation (no ACLs)."""
+    version, body = request.api_version, request.body
+    if version >= 8 and body.get("include_topic_authorized_operations"):
+        every = operations_bit_field(SUPPORTED_OPERATIONS[ResourceType.TOPIC])
+        answer["topics"] = [{**t, "topic_authorized_operations": every} for t in answer["topics"]]
+    if 8 <= version <= 10 and body.get("include_cluster_authorized_operations"):
+        every = operations_bit_field(SUPPORTED_OPERATIONS[ResourceType.CLUSTER])
+        answer["cluster_authorized_operations"] = every
+    return answer
 
 
 def _topic_id(broker: Broker, name: str) -> uuid.UUID:
@@ -77,6 +97,12 @@ def _topic_id(broker: Broker, name: str) -> uuid.UUID:
         topic_id = broker.partition_reader(TopicPartition(name, 0)).topic_id
     except TxnLogError:
         return uuid.UUID(int=0)
+    return kafka_topic_id(topic_id)
+
+
+def kafka_topic_id(topic_id: str | None) -> uuid.UUID:
+    """An engine topic id (Kafka's printed form: URL-safe base64 without padding) as the UUID
+    the wire carries; the nil UUID for None (no id: "unknown" to a client)."""
     if topic_id is None:
         return uuid.UUID(int=0)
     return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))

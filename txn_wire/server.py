@@ -37,7 +37,12 @@ from typing import Any
 from txn_log import Log
 from txn_wire import api_versions
 from txn_wire.acl import Authorizer
-from txn_wire.admin_topics import handle_create_topics, handle_describe_configs
+from txn_wire.admin_partitions import handle_create_partitions
+from txn_wire.admin_topics import (
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+)
 from txn_wire.authorize import authorize
 from txn_wire.broker import Broker, ServeConfig
 from txn_wire.codec import (
@@ -198,12 +203,14 @@ HANDLERS: dict[int, Handler] = {
     16: _list_groups,
     18: _api_versions,
     19: _blocking(handle_create_topics),
+    20: _blocking(handle_delete_topics),
     22: _blocking(handle_init_producer_id),
     24: _blocking(handle_add_partitions_to_txn),
     25: _blocking(handle_add_offsets_to_txn),
     26: _blocking(handle_end_txn),
     28: _txn_offset_commit,
     32: _blocking(handle_describe_configs),
+    37: _blocking(handle_create_partitions),
 }
 
 

@@ -75,9 +75,34 @@ def test_duplicate_topic_and_bad_partition_counts(tmp_path: Path) -> None:
     for bad in (0, -1, True, 10_001):
         with pytest.raises(InvalidPartitionsError, match="1 to 10000"):
             log.create_topic("u", partitions=bad)
-    with pytest.raises(InvalidPartitionsError, match="must be larger"):
+    with pytest.raises(InvalidPartitionsError, match="'t' already has 1 partition"):
         log.create_partitions("t", 1)
     assert log.topics() == ["t"]
+
+
+def test_create_partitions_refuses_in_kafkas_words_and_validate_only_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    log = Log.open(tmp_path)
+    log.create_topic("t", 3)
+    with pytest.raises(InvalidPartitionsError, match=r"3 partition\(s\); 2 would not be an"):
+        log.create_partitions("t", 2)
+    with pytest.raises(InvalidPartitionsError, match="1 to 10000"):
+        log.create_partitions("t", 10_001)
+    for internal in ("__consumer_offsets", "__transaction_state"):
+        with pytest.raises(InvalidTopicError, match="internal to txnlog and cannot grow"):
+            log.create_partitions(internal, 2)
+        assert len(log.partitions(internal)) == 1
+    with pytest.raises(UnknownTopicOrPartitionError):
+        log.create_partitions("nowhere", 2, validate_only=True)
+    with pytest.raises(InvalidPartitionsError, match="already has 3"):
+        log.create_partitions("t", 3, validate_only=True)
+    log.create_partitions("t", 5, validate_only=True)
+    assert len(log.partitions("t")) == 3
+    assert not (tmp_path / "t-3").exists()
+    log.create_partitions("t", 5)
+    assert len(log.partitions("t")) == 5
+    log.close()
 
 
 def test_unknown_topic_and_partition_name_what_exists(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from txn_log.errors import UnknownTopicOrPartitionError
+from txn_log.errors import UnknownTopicIdError, UnknownTopicOrPartitionError
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -51,3 +51,28 @@ def test_a_partition_held_across_its_topics_deletion_keeps_its_aborted_index(
         other.delete_topic("t")
     assert [txn.first_offset for txn in plog.collect_aborted_txns(0, 2)] == [0]
     holder.close()
+
+
+def test_deleting_by_topic_id_deletes_only_the_topic_of_that_id(tmp_path: Path) -> None:
+    """Kafka's DeleteTopics by topic id: a name deleted and re-created since its id was read
+    belongs to another topic, which stays (UnknownTopicIdError); the id's own topic goes."""
+    log = Log.open(tmp_path / "log")
+    log.create_topic("t", 2)
+    old_id = log.topic_id("t")
+    assert old_id is not None
+    with Log.open(tmp_path / "log") as other:
+        other.delete_topic("t")
+        other.create_topic("t", 1)
+    new_id = log.topic_id("t")
+    assert new_id not in (None, old_id)
+    with pytest.raises(UnknownTopicIdError, match=f"no topic has id {old_id}"):
+        log.delete_topic("t", topic_id=old_id)
+    assert log.topics() == ["t"]
+    assert log.topic_id("t") == new_id
+    assert log.delete_topic("t", topic_id=new_id) == 1
+    with pytest.raises(UnknownTopicIdError, match=f"no topic has id {new_id}"):
+        log.delete_topic("t", topic_id=new_id)
+    with pytest.raises(UnknownTopicOrPartitionError) as unknown:
+        log.delete_topic("t")
+    assert not isinstance(unknown.value, UnknownTopicIdError)
+    log.close()

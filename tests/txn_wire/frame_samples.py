@@ -2,8 +2,10 @@
 and the extreme values the frame tests write into their length fields.
 
 ``sample_frame`` fills every field of a request: each array gets one element, each string
-"orders" (the tests' topic), bytes two bytes, records a real batch, integers 0, and every
-tagged field a value other than its default (so that it is written). So the frame has a length
+"orders" (the tests' topic; "scratch", which no test log has, in a DeleteTopics: the frame
+fuzz sends these to a server it then asks for "orders"), bytes two bytes, records a real
+batch, integers 0, and every tagged field a value other than its default (so that it is
+written). So the frame has a length
 field of every kind the schema has, at every depth. ``mutations`` rewrites one length field
 (``frame_bounds.field_map``) with each extreme value: what no client library would send.
 """
@@ -55,15 +57,18 @@ def has_schema(api_key: int, version: int) -> bool:
     return True
 
 
-def sample_body(schema: type[Any]) -> dict[str, Any]:
+DELETE_TOPICS = 20
+
+
+def sample_body(schema: type[Any], string: str = "orders") -> dict[str, Any]:
     """Plain data for every field of kio class ``schema`` (see the module docstring)."""
     body: dict[str, Any] = {}
     for field in dataclasses.fields(schema):
         kind = classify_field(field)
         if isinstance(kind, EntityField | EntityTupleField):
-            value: Any = sample_body(kind.type_)
+            value: Any = sample_body(kind.type_, string)
         else:
-            value = _VALUES.get(field.metadata.get("kafka_type", ""), 0)
+            value = {**_VALUES, "string": string}.get(field.metadata.get("kafka_type", ""), 0)
         if isinstance(kind, EntityTupleField | PrimitiveTupleField):
             value = [value]
         body[field.name] = value
@@ -73,7 +78,8 @@ def sample_body(schema: type[Any]) -> dict[str, Any]:
 def sample_frame(api_key: int, version: int, correlation_id: int = 1) -> bytes:
     """A valid length-prefixed request with every field filled."""
     schema = load_request_schema(api_key, version)
-    return encode_request(api_key, version, correlation_id, sample_body(schema), "fuzz")
+    body = sample_body(schema, "scratch" if api_key == DELETE_TOPICS else "orders")
+    return encode_request(api_key, version, correlation_id, body, "fuzz")
 
 
 def extremes(encoding: Encoding, left: int) -> list[int]:

@@ -36,6 +36,7 @@ from txn_log.errors import (
     InvalidTopicError,
     TopicAlreadyExistsError,
     TxnLogError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from txn_log.fault_points import crash_point
@@ -291,16 +292,23 @@ class LogManager:
         make_directory(directory)  # durable before the topic file names it
         write_partition_metadata(directory, topic_id)
 
-    def create_partitions(self, name: str, total: int) -> None:
-        """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks)."""
-        self._validate_partition_count(name, total)
+    def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions; never shrinks).
+
+        Refused, with nothing written: an unknown topic (UnknownTopicOrPartitionError), an
+        internal one (InvalidTopicError: the coordinators use partition 0 only), a count that
+        is no increase or over ``MAX_PARTITIONS`` (InvalidPartitionsError, in Kafka's words).
+        ``validate_only`` checks all that and writes nothing (CreatePartitions' validate_only).
+        """
+        self._check_writable(f"create_partitions({name!r})")
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"topic {name!r} is internal to txnlog and cannot grow")
+        if validate_only:
+            self._check_growth(name, self._read_topic(name, refresh=True)["partitions"], total)
+            return
         with self._lock:
             document = dict(self._read_topic(name, refresh=True))
-            if total <= document["partitions"]:
-                raise InvalidPartitionsError(
-                    f"topic {name!r} has {document['partitions']} partitions; the new count "
-                    f"must be larger, got {total}"
-                )
+            self._check_growth(name, document["partitions"], total)
             for partition in range(document["partitions"], total):
                 tp = TopicPartition(name, partition)
                 self._make_partition_directory(tp, document["topic_id"])
@@ -309,9 +317,23 @@ class LogManager:
             with self._mutex:
                 self._topics[name] = document
 
-    def delete_topic(self, name: str, guard: DeletionGuard) -> int:
+    @classmethod
+    def _check_growth(cls, name: str, current: int, total: int) -> None:
+        """``total`` partitions would grow a topic of ``current`` (Kafka's words if not)."""
+        if isinstance(total, int) and total == current:
+            raise InvalidPartitionsError(f"topic {name!r} already has {current} partition(s)")
+        if isinstance(total, int) and total < current:
+            raise InvalidPartitionsError(
+                f"topic {name!r} currently has {current} partition(s); {total} would not be "
+                f"an increase"
+            )
+        cls._validate_partition_count(name, total)
+
+    def delete_topic(self, name: str, guard: DeletionGuard, *, topic_id: str | None = None) -> int:
         """Delete a topic and all its data, holding ``guard(name)`` meanwhile; returns the
-        number of partitions removed.
+        number of partitions removed. With ``topic_id`` (Kafka's DeleteTopics by topic id),
+        only the topic of that id: if the name now belongs to another topic (deleted and
+        re-created meanwhile), UnknownTopicIdError and nothing is deleted.
 
         ``guard`` is the coordinator's ``topic_deletion_guard`` (``Log.delete_topic`` passes
         it): it refuses a topic an open transaction has written to and keeps any transaction
@@ -331,9 +353,9 @@ class LogManager:
         self._check_writable(f"delete_topic({name!r})")
         if name in INTERNAL_TOPICS:
             raise InvalidTopicError(f"topic {name!r} is internal to txnlog and cannot be deleted")
-        self._read_topic(name, refresh=True)  # unknown topic: that error, before the guard's
+        self._topic_to_delete(name, topic_id)  # unknown topic: that error, before the guard's
         with guard(name), self._lock:
-            count = int(self._read_topic(name, refresh=True)["partitions"])
+            count = int(self._topic_to_delete(name, topic_id)["partitions"])
             self._meta_path(name).unlink()
             fsync_directory(self.path / TOPICS_DIR)
             crash_point("topic.after_meta_unlink")
@@ -345,6 +367,22 @@ class LogManager:
                 with self._mutex:
                     self._partitions.pop(tp, None)
             return count
+
+    def _topic_to_delete(self, name: str, topic_id: str | None) -> dict[str, Any]:
+        """The topic's document, read afresh; with ``topic_id``, UnknownTopicIdError unless
+        the topic of that id still holds the name."""
+        try:
+            document = self._read_topic(name, refresh=True)
+        except UnknownTopicOrPartitionError as error:
+            if topic_id is None:
+                raise
+            raise UnknownTopicIdError(f"no topic has id {topic_id} ({error})") from error
+        if topic_id is not None and document.get("topic_id") != topic_id:
+            raise UnknownTopicIdError(
+                f"no topic has id {topic_id}: topic {name!r} now has topic id "
+                f"{document.get('topic_id')} (deleted and re-created meanwhile)"
+            )
+        return document
 
     @staticmethod
     def _delete_partition_directory(directory: Path) -> None:
@@ -388,6 +426,12 @@ class LogManager:
 
     def topic_config(self, topic: str) -> TopicConfig:
         return TopicConfig.from_mapping(self._read_topic(topic)["config"])
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id in Kafka's printed form, read afresh (None only on a log opened
+        read-only that predates topic ids); UnknownTopicOrPartitionError if there is none."""
+        topic_id = self._read_topic(topic, refresh=True).get("topic_id")
+        return None if topic_id is None else str(topic_id)
 
     def _meta_path(self, topic: str) -> Path:
         return self.path / TOPICS_DIR / f"{validate_topic_name(topic)}.json"
