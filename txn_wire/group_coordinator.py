@@ -12,6 +12,14 @@ group rebalances. Errors are Kafka's: UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION
 REBALANCE_IN_PROGRESS (27), MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id),
 INVALID_SESSION_TIMEOUT (26: a session timeout outside group.min/max.session.timeout.ms).
 
+Static members (KIP-345, JoinGroup v5+): a member joining with a ``group.instance.id`` keeps
+its place across restarts. Rejoining with no member id, it gets a new one in place of the old
+(whose pending calls are answered FENCED_INSTANCE_ID), keeps its assignment, and, in a stable
+group whose protocol it does not change, no rebalance happens: the other members keep their
+partitions. Any call naming an instance id with another member id than the one it now holds
+is FENCED_INSTANCE_ID (82), a zombie of an earlier start. A static member leaves by its
+session timeout or an explicit LeaveGroup v3+ naming its instance id.
+
 An empty group's first join round is held open (Kafka's ``InitialDelayedJoin``,
 group.initial.rebalance.delay.ms, 3 s by default): it closes once a delay passes with no new
 member joining, each newcomer buying another delay, all within the rebalance timeout; so the
@@ -47,6 +55,7 @@ INVALID_SESSION_TIMEOUT = 26
 INCONSISTENT_GROUP_PROTOCOL = 23
 MEMBER_ID_REQUIRED = 79
 GROUP_ID_NOT_FOUND = 69
+FENCED_INSTANCE_ID = 82
 SESSION_CHECK_INTERVAL_S = 0.1
 
 
@@ -68,6 +77,7 @@ class Member:
     assignment: bytes = b""
     join: asyncio.Future[Plain] | None = None
     sync: asyncio.Future[Plain] | None = None
+    group_instance_id: str | None = None  # a static member's (KIP-345)
 
 
 @dataclass
@@ -82,6 +92,12 @@ class Group:
     round_deadline: asyncio.TimerHandle | None = None
     initial_delay: bool = False  # the first join round of an empty group is held open
     new_member_added: bool = False  # a member joined since the initial delay last ran out
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+
+    def is_fenced(self, instance_id: str | None, member_id: str) -> bool:
+        """Whether ``instance_id`` now belongs to another member than ``member_id``."""
+        holder = self.static_members.get(instance_id) if instance_id is not None else None
+        return holder is not None and holder != member_id
 
 
 class GroupCoordinator:
@@ -130,22 +146,71 @@ class GroupCoordinator:
         protocols = [(p["name"], p["metadata"]) for p in body["protocols"]]
         if group.members and body["protocol_type"] != group.protocol_type:
             return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+        instance_id = body.get("group_instance_id")
+        if member_id and group.is_fenced(instance_id, member_id):
+            return _join_error(FENCED_INSTANCE_ID, member_id)
         if member_id and member_id not in group.members:
             return _join_error(UNKNOWN_MEMBER_ID, member_id)
         if not group.members:
             group.protocol_type = body["protocol_type"]
+        if not member_id and instance_id in group.static_members:
+            return await self._rejoin_static(group, instance_id, request, protocols)
         if not member_id:
-            member_id = f"{request.client_id or 'member'}-{uuid.uuid4()}"
-            if request.api_version >= 4:  # KIP-394: the member joins again with its id
+            member_id = f"{instance_id or request.client_id or 'member'}-{uuid.uuid4()}"
+            if request.api_version >= 4 and instance_id is None:  # KIP-394 (static: KIP-345)
                 self._add_member(group, member_id, request, protocols, awaiting=False)
                 return _join_error(MEMBER_ID_REQUIRED, member_id)
         member = self._add_member(group, member_id, request, protocols, awaiting=True)
+        if instance_id is not None:
+            member.group_instance_id = instance_id
+            group.static_members[instance_id] = member_id
         if group.state is not GroupState.PREPARING_REBALANCE:
             self._prepare_rebalance(group)
         join = member.join
         self._maybe_complete_join(group)
         if join is None:
             return _join_error(UNKNOWN_MEMBER_ID, member_id)
+        return await join
+
+    async def _rejoin_static(
+        self, group: Group, instance_id: str, request: Request, protocols: list[tuple[str, bytes]]
+    ) -> Plain:
+        """A known static member restarting (no member id): a new member id takes the old
+        one's place and assignment (Kafka's ``doStaticNewMemberJoinGroup``). A stable group
+        whose protocol stays the same does not rebalance: the member gets the current
+        generation, and the old leader id, so that it never assigns as a leader of a stable
+        group; a group completing a rebalance starts another (the leader may have assigned
+        the old id), and one preparing a rebalance takes it as a rejoin."""
+        old_id = group.static_members[instance_id]
+        old = group.members.pop(old_id)
+        for future in (old.join, old.sync):
+            if future is not None and not future.done():
+                future.set_result({**_join_error(FENCED_INSTANCE_ID, old_id), "assignment": b""})
+        leader_before = group.leader
+        new_id = f"{instance_id}-{uuid.uuid4()}"
+        group.static_members[instance_id] = new_id
+        if group.leader == old_id:
+            group.leader = new_id
+        member = self._add_member(group, new_id, request, protocols, awaiting=True)
+        member.group_instance_id = instance_id
+        member.assignment = old.assignment
+        if group.state is GroupState.STABLE and _common_protocol(group) == group.protocol_name:
+            member.join = None
+            return {
+                "error_code": NONE,
+                "generation_id": group.generation_id,
+                "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name,
+                "leader": leader_before or "",
+                "member_id": new_id,
+                "members": [],
+            }
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group)
+        join = member.join
+        self._maybe_complete_join(group)
+        if join is None:
+            return _join_error(UNKNOWN_MEMBER_ID, new_id)
         return await join
 
     def _add_member(
@@ -232,6 +297,8 @@ class GroupCoordinator:
         for member_id, member in list(group.members.items()):
             if member.join is None or member.join.done():
                 del group.members[member_id]
+                if member.group_instance_id is not None:
+                    group.static_members.pop(member.group_instance_id, None)
         if not group.members:
             self._empty(group)
             return
@@ -269,7 +336,10 @@ class GroupCoordinator:
     async def sync_group(self, request: Request) -> Plain:
         body = request.body
         group, member, error = self._member(
-            body["group_id"], body["member_id"], body["generation_id"]
+            body["group_id"],
+            body["member_id"],
+            body["generation_id"],
+            body.get("group_instance_id"),
         )
         if error or member is None:
             return {"error_code": error or UNKNOWN_MEMBER_ID, "assignment": b""}
@@ -289,8 +359,13 @@ class GroupCoordinator:
 
     def heartbeat(self, request: Request) -> Plain:
         body = request.body
-        _, member, error = self._member(body["group_id"], body["member_id"], body["generation_id"])
-        if member is not None:
+        _, member, error = self._member(
+            body["group_id"],
+            body["member_id"],
+            body["generation_id"],
+            body.get("group_instance_id"),
+        )
+        if member is not None and error != FENCED_INSTANCE_ID:
             member.last_heartbeat = asyncio.get_running_loop().time()
         return {"error_code": error}
 
@@ -300,22 +375,31 @@ class GroupCoordinator:
         group = self.groups.get(body["group_id"])
         results = []
         for entry in leaving:
-            known = group is not None and entry["member_id"] in group.members
-            if group is not None and known:
-                self._remove(group, entry["member_id"])
+            member_id, instance_id = entry["member_id"], entry.get("group_instance_id")
+            if group is not None and not member_id and instance_id in group.static_members:
+                member_id = group.static_members[instance_id]  # a static member leaving by name
+            if group is not None and group.is_fenced(instance_id, member_id):
+                code = FENCED_INSTANCE_ID
+            elif group is not None and member_id in group.members:
+                self._remove(group, member_id)
+                code = NONE
+            else:
+                code = UNKNOWN_MEMBER_ID
             results.append(
-                {
-                    "member_id": entry["member_id"],
-                    "group_instance_id": entry.get("group_instance_id"),
-                    "error_code": NONE if known else UNKNOWN_MEMBER_ID,
-                }
+                {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
             )
         if request.api_version >= 3:
             return {"error_code": NONE, "members": results}
         return {"error_code": results[0]["error_code"]}
 
     def check_commit(
-        self, group_id: str, member_id: str, generation_id: int, *, transactional: bool = False
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        *,
+        transactional: bool = False,
+        instance_id: str | None = None,
     ) -> int:
         """Who may commit a group's offsets (Kafka's ``validateOffsetCommit``, KIP-447):
 
@@ -328,8 +412,12 @@ class GroupCoordinator:
           still commit (what a consumer commits on revocation);
         - an anonymous commit (generation -1, no member id: a standalone consumer, or an old
           client's transactional commit) is allowed, except a plain one into a group that has
-          members (UNKNOWN_MEMBER_ID: only members commit a live group's offsets)."""
+          members (UNKNOWN_MEMBER_ID: only members commit a live group's offsets);
+        - a commit naming a static member's instance id with another member id than the one
+          the instance now holds is FENCED_INSTANCE_ID (KIP-345)."""
         group = self.groups.get(group_id)
+        if group is not None and group.is_fenced(instance_id, member_id):
+            return FENCED_INSTANCE_ID
         if generation_id >= 0 or member_id:
             if group is None or member_id not in group.members:
                 return UNKNOWN_MEMBER_ID
@@ -343,10 +431,12 @@ class GroupCoordinator:
         return NONE
 
     def _member(
-        self, group_id: str, member_id: str, generation_id: int
+        self, group_id: str, member_id: str, generation_id: int, instance_id: str | None = None
     ) -> tuple[Group, Member | None, int]:
         group = self.groups.get(group_id) or Group(group_id)
         member = group.members.get(member_id)
+        if group.is_fenced(instance_id, member_id):
+            return group, member, FENCED_INSTANCE_ID
         if member is None:
             return group, None, UNKNOWN_MEMBER_ID
         if group.state is GroupState.PREPARING_REBALANCE:
@@ -357,6 +447,8 @@ class GroupCoordinator:
 
     def _remove(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id)
+        if member.group_instance_id is not None:
+            group.static_members.pop(member.group_instance_id, None)
         for future in (member.join, member.sync):
             if future is not None and not future.done():
                 future.set_result(_join_error(UNKNOWN_MEMBER_ID, member_id))
@@ -403,6 +495,7 @@ class GroupCoordinator:
                     "members": [
                         {
                             "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
                             "client_id": m.client_id,
                             "client_host": "",
                             "member_metadata": dict(m.protocols).get(

@@ -23,13 +23,13 @@ from txn_log.errors import (
 )
 from txn_log.group.group_membership import GroupMember
 from txn_wire.group_coordinator import (
+    FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     NONE,
     UNKNOWN_MEMBER_ID,
     GroupCoordinator,
 )
 
-FENCED_INSTANCE_ID = 82
 CHECK_TIMEOUT_S = 30.0
 _ERRORS: dict[int, type[TxnLogError]] = {
     UNKNOWN_MEMBER_ID: UnknownMemberIdError,
@@ -51,7 +51,11 @@ class LoopMembership:
 
         def check() -> None:
             code = self._groups.check_commit(
-                group_id, member.member_id, member.generation_id, transactional=True
+                group_id,
+                member.member_id,
+                member.generation_id,
+                transactional=True,
+                instance_id=member.group_instance_id,
             )
             answer.set_result(code)
 

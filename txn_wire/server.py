@@ -131,7 +131,10 @@ async def _offset_commit(server: WireServer, request: Request, address: Address)
     """OffsetCommit from a group member is checked against the group's generation first."""
     body = request.body
     code = server.groups.check_commit(
-        body["group_id"], body.get("member_id", ""), body.get("generation_id_or_member_epoch", -1)
+        body["group_id"],
+        body.get("member_id", ""),
+        body.get("generation_id_or_member_epoch", -1),
+        instance_id=body.get("group_instance_id"),
     )
     if code:
         return {

@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient
 
@@ -202,8 +209,6 @@ def test_a_new_groups_first_generation_waits_the_initial_rebalance_delay(
     the first generation together: each is assigned once, nobody is revoked. With the delay
     at 0 (``--group-initial-rebalance-delay-ms 0``, the old behaviour) the first member gets
     every partition and gives half back."""
-    from confluent_kafka import Consumer
-
     log_dir = tmp_path / "log"
     with Log.open(log_dir) as log:
         log.create_topic("work", 4)
@@ -247,3 +252,143 @@ def test_a_new_groups_first_generation_waits_the_initial_rebalance_delay(
         assert seen == {"a": [("assign", 2)], "b": [("assign", 2)]}
     else:
         assert ("revoke", 4) in seen["a"], seen
+
+
+def _static_member(bootstrap: str, instance: str, events: list[tuple[str, int]]) -> Consumer:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "static-app",
+            "group.instance.id": instance,
+            "session.timeout.ms": 30_000,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(
+        ["work"],
+        on_assign=lambda _c, parts: events.append(("assign", len(parts))),
+        on_revoke=lambda _c, parts: events.append(("revoke", len(parts))),
+    )
+    return consumer
+
+
+def _poll_until(consumers: list[Any], done: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not done():
+        for consumer in consumers:
+            consumer.poll(0.1)
+
+
+def test_a_restarting_static_member_takes_its_place_without_a_rebalance_KIP345(
+    tmp_path: Path,
+) -> None:
+    """librdkafka 0102: a static member (``group.instance.id``) that restarts within its
+    session timeout gets its old assignment back, and the other member keeps its partitions
+    throughout: no rebalance (KIP-345). Before, the server ignored the instance id: the
+    restarted member joined as a new one and the other member was revoked."""
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("work", 4)
+    served = start_serve(log_dir, "--group-initial-rebalance-delay-ms", "0")
+    a_events: list[tuple[str, int]] = []
+    b_events: list[tuple[str, int]] = []
+    try:
+        a = _static_member(served.bootstrap, "instance-a", a_events)
+        b = _static_member(served.bootstrap, "instance-b", b_events)
+        _poll_until([a, b], lambda: a_events[-1:] == [("assign", 2)] == b_events[-1:], 30)
+        assert a_events[-1:] == [("assign", 2)] == b_events[-1:], (a_events, b_events)
+        a_settled = len(a_events)
+        b.close()  # a static member sends no LeaveGroup: its place waits for it
+        restarted: list[tuple[str, int]] = []
+        b = _static_member(served.bootstrap, "instance-b", restarted)
+        _poll_until([a, b], lambda: False, 8)
+        seen_by_a = a_events[a_settled:]
+        seen_by_b = list(restarted)  # close revokes
+        a.close()
+        b.close()
+    finally:
+        served.stop()
+    assert seen_by_a == []  # never revoked, never re-assigned
+    assert seen_by_b == [("assign", 2)]
+
+
+def test_a_zombie_static_member_is_fenced_KIP345(tmp_path: Path) -> None:
+    """Calls naming a static member's instance id with the member id it held before a
+    restart are FENCED_INSTANCE_ID (82): JoinGroup, Heartbeat, SyncGroup, OffsetCommit and
+    LeaveGroup; the new member is untouched."""
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("work", 1)
+    served = start_serve(log_dir, "--group-initial-rebalance-delay-ms", "0")
+    try:
+        raw = RawClient(served.port)
+
+        def join(member_id: str) -> dict[str, Any]:
+            return raw.request(
+                11,
+                5,
+                {
+                    "group_id": "g",
+                    "session_timeout": 30_000,
+                    "rebalance_timeout": 30_000,
+                    "member_id": member_id,
+                    "group_instance_id": "i1",
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                },
+            )
+
+        first = join("")
+        assert first["error_code"] == 0
+        old_id, generation = first["member_id"], first["generation_id"]
+        sync = {
+            "group_id": "g",
+            "generation_id": generation,
+            "member_id": old_id,
+            "group_instance_id": "i1",
+            "assignments": [{"member_id": old_id, "assignment": b"A"}],
+        }
+        synced = raw.request(14, 3, sync)
+        assert (synced["error_code"], synced["assignment"]) == (0, b"A")
+        second = join("")  # the same instance restarts
+        assert second["error_code"] == 0 and second["member_id"] != old_id
+        assert second["generation_id"] == generation  # stable: no new generation
+        beat = {"group_id": "g", "generation_id": generation, "group_instance_id": "i1"}
+        codes = {
+            "join": join(old_id)["error_code"],
+            "heartbeat": raw.request(12, 3, {**beat, "member_id": old_id})["error_code"],
+            "sync": raw.request(14, 3, sync)["error_code"],
+            "commit": raw.request(
+                8,
+                7,
+                {
+                    "group_id": "g",
+                    "generation_id_or_member_epoch": generation,
+                    "member_id": old_id,
+                    "group_instance_id": "i1",
+                    "topics": [{"name": "work", "partitions": [_commit(0, 1)]}],
+                },
+            )["topics"][0]["partitions"][0]["error_code"],
+            "leave": raw.request(
+                13,
+                3,
+                {"group_id": "g", "members": [{"member_id": old_id, "group_instance_id": "i1"}]},
+            )["members"][0]["error_code"],
+            "new member's heartbeat": raw.request(
+                12, 3, {**beat, "member_id": second["member_id"]}
+            )["error_code"],
+        }
+        new_sync = {**sync, "member_id": second["member_id"], "assignments": []}
+        kept = raw.request(14, 3, new_sync)
+        raw.close()
+    finally:
+        served.stop()
+    assert codes == {
+        "join": 82,
+        "heartbeat": 82,
+        "sync": 82,
+        "commit": 82,
+        "leave": 82,
+        "new member's heartbeat": 0,
+    }
+    assert kept["assignment"] == b"A"  # the restarted member's assignment is the old one's
