@@ -185,9 +185,11 @@ def _known_partitions(
     (committing the others); an offset for a partition that does not exist is never stored."""
     known: list[Plain] = []
     unknown: list[Plain] = []
-    existing = set(broker.log.topics(include_internal=True))
     for topic in topics:
-        count = len(broker.log.partitions(topic["name"])) if topic["name"] in existing else 0
+        try:
+            count = len(broker.log.partitions(topic["name"]))
+        except TxnLogError:  # no such topic (or deleted this moment by a peer), or a bad name
+            count = 0
         here = [p for p in topic["partitions"] if 0 <= p["partition_index"] < count]
         missing = [p for p in topic["partitions"] if not 0 <= p["partition_index"] < count]
         if here:
