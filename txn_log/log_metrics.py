@@ -97,10 +97,13 @@ def collect(log: Log) -> LogMetrics:
     return LogMetrics(tuple(partitions), counts, tuple(groups))
 
 
+_LABEL_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
+"""Prometheus' text format: a label value's backslash, double quote and line feed escaped."""
+
+
 def _labels(**labels: object) -> str:
     inner = ",".join(
-        f'{key}="{str(value).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-        for key, value in labels.items()
+        f'{key}="{str(value).translate(_LABEL_ESCAPES)}"' for key, value in labels.items()
     )
     return "{" + inner + "}"
 

@@ -95,3 +95,26 @@ def test_txnlog_metrics_prints_the_same_figures_and_changes_nothing(tmp_path: Pa
     assert document["transactional_ids"] == {"COMPLETE_COMMIT": 1, "ONGOING": 1}
     assert document["groups"][0]["read_committed_lag"] == 2
     assert directory_bytes(tmp_path, content_only=True) == before
+
+
+def test_label_values_escape_newlines_quotes_and_backslashes(tmp_path: Path) -> None:
+    """Prometheus' text format escapes a label value's backslash, double quote and line feed
+    (``\\\\``, ``\\"``, ``\\n``). A group id may hold all three (Kafka allows any string): an
+    unescaped line feed split the sample across two lines, and Prometheus refused the whole
+    scrape."""
+    log = build(tmp_path)
+    group = 'odd\n"group"\\'
+    committer = log.producer("odd")
+    committer.init_transactions()
+    committer.begin_transaction()
+    committer.send("t", b"g", partition=0)
+    committer.send_offsets_to_transaction({T0: 1}, group)
+    committer.commit_transaction()
+    text = render_prometheus(collect(log))
+    lines = text.splitlines()
+    assert (
+        'txnlog_group_read_committed_lag{group="odd\\n\\"group\\"\\\\",topic="t",partition="0"} 5'
+        in lines
+    )
+    samples = [line for line in lines if line and not line.startswith("#")]
+    assert all(line.rsplit(" ", 1)[1].isdigit() for line in samples), samples
