@@ -164,13 +164,7 @@ class GroupCoordinator:
         if instance_id is not None:
             member.group_instance_id = instance_id
             group.static_members[instance_id] = member_id
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(group)
-        join = member.join
-        self._maybe_complete_join(group)
-        if join is None:
-            return _join_error(UNKNOWN_MEMBER_ID, member_id)
-        return await join
+        return await self._join_round(group, member)
 
     async def _rejoin_static(
         self, group: Group, instance_id: str, request: Request, protocols: list[tuple[str, bytes]]
@@ -205,12 +199,17 @@ class GroupCoordinator:
                 "member_id": new_id,
                 "members": [],
             }
+        return await self._join_round(group, member)
+
+    async def _join_round(self, group: Group, member: Member) -> Plain:
+        """``member``'s answer from the join round it takes part in: the round is opened if
+        none is, and closes at once if every member has now joined."""
         if group.state is not GroupState.PREPARING_REBALANCE:
             self._prepare_rebalance(group)
         join = member.join
         self._maybe_complete_join(group)
         if join is None:
-            return _join_error(UNKNOWN_MEMBER_ID, new_id)
+            return _join_error(UNKNOWN_MEMBER_ID, member.member_id)
         return await join
 
     def _add_member(
