@@ -8,7 +8,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP        := 127.0.0.1
 
-.PHONY: setup demo demo-kafka test test-all faults lint bench bench-history longrun soak clean
+.PHONY: setup demo demo-kafka test test-all faults lint bench bench-history longrun soak librdkafka-suite clean
 
 setup: $(STAMP)
 
@@ -77,6 +77,14 @@ longrun: setup
 ## soak: at least 50 random kills over at least 1,000,000 records (not part of make test)
 soak: setup
 	$(PY) -m integration.soak
+
+## librdkafka-suite: librdkafka's own test suite (v2.15.0) against `txnlog serve`, a fresh server
+## per test number, full mode, default and idempotent (-P) (about 2 hours; not part of make test).
+## Needs LIBRDKAFKA_TESTS=<built librdkafka>/tests (README, "librdkafka's test suite"); without
+## it, it says what it needs and skips. Fewer: make librdkafka-suite LIBRDKAFKA_SUITE_ARGS="--tests 0001,0030-0045"
+LIBRDKAFKA_SUITE_ARGS ?=
+librdkafka-suite: setup
+	$(PY) -m integration.librdkafka_suite $(LIBRDKAFKA_SUITE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
