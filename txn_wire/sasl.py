@@ -186,6 +186,7 @@ class _ScramExchange:
         self._user = ""
         self._credential: ScramCredential | None = None
         self._server_nonce = server_nonce
+        self._client_nonce = ""
         self._nonce = ""
         self._client_first_bare = ""
         self._server_first = ""
@@ -210,6 +211,7 @@ class _ScramExchange:
         credential = self._credential or _unknown(user)[SCRAM_SHA_256]
         self._gs2_header = f"{gs2_flag},{authzid},"
         self._client_first_bare = bare
+        self._client_nonce = client_nonce
         self._nonce = client_nonce + self._server_nonce
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
@@ -220,7 +222,7 @@ class _ScramExchange:
         without_proof, _, proof_part = message.rpartition(",p=")
         attributes = _attributes(without_proof)
         channel_binding = base64.b64encode(self._gs2_header.encode()).decode()
-        if attributes.get("c") != channel_binding or attributes.get("r") != self._nonce:
+        if attributes.get("c") != channel_binding or not self._nonce_matches(attributes.get("r")):
             raise SaslAuthenticationError("SCRAM: channel binding or nonce mismatch")
         try:
             proof = base64.b64decode(proof_part, validate=True)
@@ -240,6 +242,13 @@ class _ScramExchange:
             raise SaslAuthenticationError(_FAILED)
         server_signature = hmac.new(credential.server_key, auth_message, self._hash).digest()
         return self._user, b"v=" + base64.b64encode(server_signature)
+
+    def _nonce_matches(self, sent: str | None) -> bool:
+        """RFC 5802: client-final carries the combined nonce of server-first. librdkafka up
+        to 2.6.0 (Debian's kcat links 2.0.2) sends its own nonce once more in front of it
+        (librdkafka#4895, fixed in 2.6.1); Kafka 3.8.1 to 3.9 accept that, and so does this
+        server, in that exact form only: the fresh server nonce must still come back."""
+        return sent in (self._nonce, self._client_nonce + self._nonce)
 
 
 def _unknown(user: str) -> dict[str, ScramCredential]:

@@ -6,7 +6,10 @@ nothing."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -82,6 +85,51 @@ def test_a_wrong_scram_proof_fails_and_names_no_user() -> None:
     with pytest.raises(SaslAuthenticationError, match="invalid user name or password"):
         session.authenticate(f"c=biws,r={nonce},p={base64.b64encode(bytes(32)).decode()}".encode())
     assert session.principal is None
+
+
+def _client_final(
+    password: str, nonce_sent: str, client_first_bare: str, server_first: str
+) -> bytes:
+    """The client-final message of a SCRAM-SHA-256 client that puts ``nonce_sent`` in it."""
+    attrs = dict(item.split("=", 1) for item in server_first.split(","))
+    credential = scram_credential(
+        password, SCRAM_SHA_256, base64.b64decode(attrs["s"]), int(attrs["i"])
+    )
+    without_proof = f"c=biws,r={nonce_sent}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(credential.stored_key, auth_message, "sha256").digest()
+    salted = hashlib.pbkdf2_hmac(
+        "sha256", password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"])
+    )
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_librdkafka_before_2_6_1_sends_its_nonce_twice_and_is_accepted_R12() -> None:
+    """librdkafka up to 2.6.0 (Debian's kcat links 2.0.2) puts its own nonce in front of the
+    combined nonce once more in client-final (librdkafka#4895); Kafka 3.8.1-3.9 accept that
+    form, and so does the server: that exact form only, so the server's fresh nonce must
+    still come back (no replay)."""
+    users = {"user": {SCRAM_SHA_256: scram_credential("pencil", SCRAM_SHA_256)}}
+    for sent, accepted in (
+        ("client" + "client" + "server", True),  # librdkafka < 2.6.1
+        ("client" + "server", True),  # RFC 5802
+        ("someone" + "client" + "server", False),
+        ("client" + "client" + "other", False),
+        ("clientclient", False),
+    ):
+        session = SaslSession(users, server_nonce=lambda: "server")
+        session.handshake(SCRAM_SHA_256)
+        first = session.authenticate(b"n,,n=user,r=client").decode()
+        final = _client_final("pencil", sent, "n=user,r=client", first)
+        if accepted:
+            assert session.authenticate(final).startswith(b"v=")
+            assert session.principal == "user"
+        else:
+            with pytest.raises(SaslAuthenticationError, match="nonce mismatch"):
+                session.authenticate(final)
+            assert session.principal is None
 
 
 def test_users_file_errors_name_the_file_the_user_and_the_field(tmp_path: Path) -> None:
@@ -228,3 +276,45 @@ def test_an_unknown_user_sees_the_same_salt_every_time_and_is_refused_like_a_wro
     plain.handshake("PLAIN")
     with pytest.raises(SaslAuthenticationError, match="invalid user name or password"):
         plain.authenticate(b"\0nobody\0pencil")
+
+
+KCAT = shutil.which("kcat")
+
+
+@pytest.mark.skipif(
+    KCAT is None,
+    reason="the kcat binary is not on PATH: install the Debian package (apt-get install kcat; "
+    ".ci/run does) to run the kcat wire tests",
+)
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_debians_kcat_logs_in_with_the_right_password_only_R12(
+    sasl_server: ServeProcess, mechanism: str
+) -> None:
+    """Debian's kcat links librdkafka 2.0.2, whose SCRAM client-final repeats its nonce: it
+    must log in, produce and read back with the right password, and fail with a wrong one."""
+    assert KCAT is not None
+
+    def run(
+        password: str, *args: str, stdin: str = "", quiet: str = "-q"
+    ) -> subprocess.CompletedProcess[str]:
+        config = sasl_config(mechanism, "alice", password)
+        config["sasl.mechanisms"] = config.pop("sasl.mechanism")  # kcat's librdkafka 2.0.2
+        sasl = [f"-X{key}={value}" for key, value in config.items()]
+        return subprocess.run(
+            [KCAT, "-b", sasl_server.bootstrap, quiet, *sasl, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+        )
+
+    produced = run(USERS["alice"], "-P", "-t", "orders", "-p", "0", stdin="k1\nk2\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = run(USERS["alice"], "-C", "-t", "orders", "-p", "0", "-o", "beginning", "-e")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.split() == ["k1", "k2"]
+    before = directory_bytes(sasl_server.path, content_only=True)
+    refused = run("not-alices-password", "-P", "-t", "orders", "-p", "0", stdin="x\n", quiet="-v")
+    assert refused.returncode != 0
+    assert "Authentication failed" in refused.stderr
+    assert directory_bytes(sasl_server.path, content_only=True) == before
