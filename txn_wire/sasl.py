@@ -38,7 +38,7 @@ SCRAM_SHA_512 = "SCRAM-SHA-512"
 MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
 ITERATIONS = 4096  # Kafka's minimum for SCRAM
 _HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
-_FILE_KEYS = {SCRAM_SHA_256: "scram-sha-256", SCRAM_SHA_512: "scram-sha-512"}
+FILE_KEYS = {SCRAM_SHA_256: "scram-sha-256", SCRAM_SHA_512: "scram-sha-512"}
 _FAILED = "Authentication failed: invalid user name or password"
 _UNKNOWN_USER_KEY = secrets.token_bytes(32)
 """Per process: derives the salt shown for a user that does not exist (same on every try)."""
@@ -79,17 +79,18 @@ Users = dict[str, dict[str, ScramCredential]]
 
 
 def load_users(path: Path) -> Users:
-    """Read a users file (format in the module docstring); UsersFileError if malformed."""
+    """Read a users file (format in the module docstring); UsersFileError if malformed. An
+    empty object is a file with no users yet: every login is refused."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
         raise UsersFileError(f"users file {path}: {error}") from error
-    if not isinstance(data, dict) or not data:
+    if not isinstance(data, dict):
         raise UsersFileError(f"users file {path}: expected a JSON object of user → credentials")
-    return {str(user): _credentials(path, str(user), entry) for user, entry in data.items()}
+    return {str(user): entry_credentials(path, str(user), entry) for user, entry in data.items()}
 
 
-def _credentials(path: Path, user: str, entry: Any) -> dict[str, ScramCredential]:
+def entry_credentials(path: Path, user: str, entry: Any) -> dict[str, ScramCredential]:
     where = f"users file {path}, user {user!r}"
     if not isinstance(entry, dict):
         raise UsersFileError(f"{where}: expected an object with 'password' or 'scram-sha-256'")
@@ -97,7 +98,7 @@ def _credentials(path: Path, user: str, entry: Any) -> dict[str, ScramCredential
         password = entry["password"]
         return {m: scram_credential(password, m) for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
     found = {}
-    for mechanism, key in _FILE_KEYS.items():
+    for mechanism, key in FILE_KEYS.items():
         if key in entry:
             found[mechanism] = _stored(where, key, entry[key])
     if not found:

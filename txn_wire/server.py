@@ -225,11 +225,16 @@ class WireServer:
         log: Log,
         config: ServeConfig | None = None,
         *,
-        users: Users | None = None,
+        users: Users | Callable[[], Users] | None = None,
         authorizer: Authorizer | None = None,
     ) -> None:
+        """``users``: the SASL users, or what gives them at each new connection (a
+        ``WatchedFile``'s ``current``, so credentials changed on disk apply without a restart);
+        None: no authentication."""
         self.broker = Broker(log, config or ServeConfig())
-        self.users = users
+        self.users: Callable[[], Users] | None = (
+            (lambda: users) if isinstance(users, dict) else users
+        )
         self.authorizer = authorizer
         settings = self.broker.config
         self.groups = GroupCoordinator(
@@ -271,7 +276,7 @@ class WireServer:
         sockname = writer.get_extra_info("sockname")
         address: Address = (sockname[0], sockname[1])
         peer = writer.get_extra_info("peername")
-        auth = ConnectionAuth(self.users, peer)
+        auth = ConnectionAuth(self.users() if self.users is not None else None, peer)
         try:
             while not self.stopping.is_set():
                 frame = await self._read_frame(reader, auth)
@@ -374,7 +379,7 @@ async def serve(
     on_listening: Callable[[str, int], None] = lambda host, port: None,
     metrics_port: int | None = None,
     on_metrics: Callable[[str, int], None] = lambda host, port: None,
-    users: Users | None = None,
+    users: Users | Callable[[], Users] | None = None,
     authorizer: Authorizer | None = None,
 ) -> None:
     """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log).

@@ -23,6 +23,7 @@ from txn_log.cli import (
     serve,
     topics,
     transactions,
+    users,
     verify,
 )
 from txn_log.cli.common import EXIT_FAILED, EXIT_USAGE, UsageError
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         metrics,
         clients,
         serve,
+        users,
     ):
         module.add_parser(subparsers)
     return parser

@@ -122,12 +122,16 @@ def run_serve(args: argparse.Namespace) -> int:
     from txn_wire.broker import ServeConfig
     from txn_wire.sasl import Users, UsersFileError, load_users
     from txn_wire.server import serve
+    from txn_wire.watched_file import WatchedFile
 
     users: Users | None = None
+    watched_users: WatchedFile[Users] | None = None
     authorizer: Authorizer | None = None
     try:
         if args.users_file:
             users = load_users(args.users_file)
+            # `txnlog users --alter` applies to the next connection, without a restart
+            watched_users = WatchedFile(args.users_file, load_users, users)
         if args.acl_file:
             authorizer = load_acls(args.acl_file)
     except (UsersFileError, AclFileError) as error:
@@ -181,7 +185,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 on_listening=on_listening,
                 metrics_port=args.metrics_port,
                 on_metrics=on_metrics,
-                users=users,
+                users=watched_users.current if watched_users is not None else None,
                 authorizer=authorizer,
             )
         )
