@@ -110,7 +110,7 @@ def _specific(
         raise ConfigError(
             f"option {option!r}: offset {offset} for {tp} is past its last stable offset "
             f"{readable}: the records from there on belong to a transaction still open, and "
-            f"read_committed never reads them (B-05); valid ending offsets are -1 (latest, the "
+            f"read_committed never reads them; valid ending offsets are -1 (latest, the "
             f"last stable offset) or up to {readable}, or read with "
             "isolation.level=read_uncommitted"
         )

@@ -5,6 +5,7 @@ section of ``docs/design.md``; every ``STYLE n`` / ``TESTING n`` an item of
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import sys
@@ -170,3 +171,41 @@ def test_every_style_and_testing_item_cited_exists() -> None:
                 numbers.add(int(number))
             problems += [f"{path}: {kind} {n}" for n in sorted(numbers - items[kind])]
     assert not problems, f"citations of items docs/conventions.md lacks: {problems}"
+
+
+PRODUCT = ("txn_log", "txn_wire", "txn_source", "txn_sink", "commit_protocol",
+           "datasource_options", "offsets", "pyspark_txnlog.py")  # fmt: skip
+RULE_ID = re.compile(r"\b[A-Z]{1,4}-\d{2}\b")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string statements of ``tree``: module, class and function docstrings, and
+    the strings documenting an attribute."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        for statement in body if isinstance(body, list) else []:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                found.add(id(statement.value))
+    return found
+
+
+def test_no_internal_rule_id_reaches_a_user_facing_message() -> None:
+    """Issue 26 item 8: rule ids (``C-03``, ``MET-01``) explain the code to its readers, in
+    docstrings, comments and tests; an error, a help text or a metric's HELP line speaks to a
+    user, who has no checklist to look them up in."""
+    found = []
+    for name in PRODUCT:
+        root = ROOT / name
+        for path in [root] if root.suffix == ".py" else sorted(root.rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = _docstrings(tree)
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and id(node) not in docstrings
+                    and RULE_ID.search(node.value)
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:80]!r}")
+    assert not found, "\n".join(found)

@@ -109,8 +109,8 @@ def _labels(**labels: object) -> str:
 
 
 _PARTITION_GAUGES = (
-    ("partition_live_producer_ids", "live_producer_ids", "Producer ids with state (MET-01)."),
-    ("partition_last_stable_offset", "last_stable_offset", "Last stable offset (MET-02)."),
+    ("partition_live_producer_ids", "live_producer_ids", "Producer ids with state."),
+    ("partition_last_stable_offset", "last_stable_offset", "Last stable offset."),
     ("partition_high_watermark", "high_watermark", "High watermark (log end)."),
     ("partition_log_start_offset", "log_start_offset", "First offset kept."),
     ("partition_ongoing_transactions", "ongoing_transactions", "Open transactions."),
@@ -126,7 +126,7 @@ def render_prometheus(metrics: LogMetrics) -> str:
             value = getattr(p, field)
             lines.append(f"{PREFIX}_{name}{_labels(topic=p.topic, partition=p.partition)} {value}")
     name = f"{PREFIX}_transactional_ids"
-    lines += [f"# HELP {name} Transactional ids the coordinator holds, by state (MET-03).",
+    lines += [f"# HELP {name} Transactional ids the coordinator holds, by state.",
               f"# TYPE {name} gauge"]  # fmt: skip
     for state, count in (metrics.transactional_ids or {}).items():
         lines.append(f"{name}{_labels(state=state)} {count}")
@@ -136,7 +136,7 @@ def render_prometheus(metrics: LogMetrics) -> str:
               f"# TYPE {name} gauge",
               f"{name} {int(metrics.transactional_ids is None)}"]  # fmt: skip
     name = f"{PREFIX}_group_read_committed_lag"
-    lines += [f"# HELP {name} Last stable offset minus the committed offset (MET-05).",
+    lines += [f"# HELP {name} Last stable offset minus the committed offset.",
               f"# TYPE {name} gauge"]  # fmt: skip
     for g in metrics.groups:
         labels = _labels(group=g.group, topic=g.topic, partition=g.partition)

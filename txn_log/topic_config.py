@@ -63,7 +63,7 @@ def check_client_append(topic: str) -> None:
         raise InvalidTopicError(
             f"Cannot append to internal topic {topic!r}: {TRANSACTION_STATE_TOPIC} and "
             f"{CONSUMER_OFFSETS_TOPIC} are written only by the transaction and group "
-            "coordinators (C-03); produce to a topic of your own"
+            "coordinators; produce to a topic of your own"
         )
 
 

@@ -269,7 +269,7 @@ class _PartitionRead:
             raise KafkaClientError(
                 f"{where} stopped at offset {position}, below the planned end {self.p.end}: "
                 f"the offsets from the last stable offset {readable_end} on belong to a "
-                "transaction still open, which read_committed never reads (B-05); plan the "
+                "transaction still open, which read_committed never reads; plan the "
                 "range from the source's offsets (latest is the last stable offset), or read "
                 "with isolation.level=read_uncommitted"
             )

@@ -99,7 +99,7 @@ class CoordinatorState:
             raise CorruptRecordError(f"state log corrupt, coordinator disabled: {self._corruption}")
 
     def _disable(self, problem: str) -> CorruptRecordError:
-        self._corruption = CorruptRecordError(f"state log corrupt: {problem} (C-22)")
+        self._corruption = CorruptRecordError(f"state log corrupt: {problem}")
         return self._corruption
 
     # --- replay ------------------------------------------------------------------------------

@@ -394,7 +394,7 @@ class TransactionCoordinator:
         if metadata is None:
             raise InvalidProducerIdMappingError(
                 f"transactional id {transactional_id!r} has no producer id mapping (it expired "
-                "or was never initialised); call init_transactions() (E-05)"
+                "or was never initialised); call init_transactions()"
             )
         if metadata.producer_id != producer_id:
             raise ProducerFencedError(

@@ -114,7 +114,7 @@ def validate_expiration(expiration_ms: int, txn_timeout_ms: int) -> None:
     if expiration_ms <= txn_timeout_ms:
         raise InvalidConfigError(
             f"transactional.id.expiration.ms = {expiration_ms} must be greater than the "
-            f"transaction timeout {txn_timeout_ms} ms (C-28)"
+            f"transaction timeout {txn_timeout_ms} ms"
         )
 
 

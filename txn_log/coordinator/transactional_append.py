@@ -72,7 +72,7 @@ def append_client_batch(
         raise TransactionalIdAuthorizationError(
             f"{tp}: a transactional batch of producer {header.producer_id} without a "
             "transactional id; transactional writes name their transactional id (and need "
-            "Write on it, B-19)"
+            "Write on it)"
         )
     if plog.has_ongoing_transaction(header.producer_id, header.producer_epoch):
         try:

@@ -133,7 +133,7 @@ def validate_headers(where: str, headers: object) -> tuple[Header, ...]:
         except UnicodeEncodeError as error:
             raise InvalidRecordError(
                 f"{where}: header {index} key {key[:_PREVIEW]!r} is not valid UTF-8 "
-                f"({error.reason}); header keys are UTF-8 strings (KIP-82)"
+                f"({error.reason}); header keys are UTF-8 strings"
             ) from None
         checked.append((key, _bytes_or_none(where, f"header {index} ({key!r}) value", value)))
     return tuple(checked)

@@ -314,5 +314,5 @@ def too_large_message(
         batch += f", {compressed[0]} bytes with {compressed[1].name.lower()} compression"
     return (
         f"{tp}: record of {record_bytes} bytes makes {batch}, more than the topic's "
-        f"max.message.bytes of {max_bytes} (F-09)"
+        f"max.message.bytes of {max_bytes}"
     )

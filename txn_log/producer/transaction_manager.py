@@ -250,7 +250,7 @@ class TransactionManager:
         if self._fatal is not None:
             raise type(self._fatal)(
                 f"producer {self.producer_id} ({self.transactional_id!r}) hit a fatal error "
-                f"earlier and cannot be used again (P-13): {self._fatal}"
+                f"earlier and cannot be used again: {self._fatal}"
             )
         if self.state is State.CLOSED:
             raise InvalidTxnStateError(f"producer {self.transactional_id!r} is closed")

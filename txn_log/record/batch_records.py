@@ -156,5 +156,5 @@ def _check_offset_deltas(deltas: Any, header: BatchHeader, *, stored: bool) -> N
         wrong = int(np.flatnonzero(deltas != expected)[0])
         raise InvalidRecordError(
             f"record {wrong} of the batch has offset delta {int(deltas[wrong])}, expected "
-            f"{wrong}: a batch's records must have offset deltas 0..{count - 1} (KIP-31)"
+            f"{wrong}: a batch's records must have offset deltas 0..{count - 1}"
         )

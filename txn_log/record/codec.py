@@ -178,7 +178,7 @@ def _assemble(
     """Header + (compressed) records with the CRC-32C over attributes..end (F-11, F-26)."""
     codec = Compression.parse(int(compression))
     if transactional and producer_id < 0:
-        raise InvalidRecordError("a transactional batch needs a producer id >= 0 (F-14)")
+        raise InvalidRecordError("a transactional batch needs a producer id >= 0")
     body = records if codec is Compression.NONE else compress(records, codec)
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
     if batch_length > _INT32_MAX:

@@ -81,7 +81,7 @@ def _header_bytes(headers: Any) -> list[bytes] | None:
         parts = [encode_varint(len(row or ()))]
         for header in row or ():
             if header["key"] is None:
-                raise InvalidRecordError("a record header key must not be null (KIP-82)")
+                raise InvalidRecordError("a record header key must not be null")
             key = header["key"]
             key = key.encode("utf-8") if isinstance(key, str) else key
             value = header["value"]

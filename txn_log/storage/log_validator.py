@@ -75,12 +75,12 @@ def validate_client_batch(
     if header.is_control:
         raise InvalidRecordError(
             f"{topic_partition}: a client may not append a control batch; COMMIT and "
-            "ABORT markers are written by the transaction coordinator only (F-31)"
+            "ABORT markers are written by the transaction coordinator only"
         )
     if len(batch) > config.max_message_bytes:
         raise RecordTooLargeError(
             f"{topic_partition}: batch of {len(batch)} bytes exceeds the topic's "
-            f"max.message.bytes of {config.max_message_bytes} (F-09)"
+            f"max.message.bytes of {config.max_message_bytes}"
         )
     _check_header(topic_partition, header, client=client)
     if client:
@@ -99,7 +99,7 @@ def _check_header(topic_partition: TopicPartition, header: BatchHeader, *, clien
         raise InvalidRecordError(
             f"{topic_partition}: inconsistent batch offset range and record count: "
             f"last_offset_delta {header.last_offset_delta} with {count} records (it must be "
-            f"{count - 1}: a batch's offsets are base_offset..base_offset + count - 1, F-05)"
+            f"{count - 1}: a batch's offsets are base_offset..base_offset + count - 1)"
         )
     if header.producer_id < NO_PRODUCER_ID:
         raise InvalidRecordError(
@@ -108,12 +108,12 @@ def _check_header(topic_partition: TopicPartition, header: BatchHeader, *, clien
         )
     if header.is_transactional and not header.has_producer_id:
         raise InvalidRecordError(
-            f"{topic_partition}: a transactional batch must carry a producer id (F-14)"
+            f"{topic_partition}: a transactional batch must carry a producer id"
         )
     if client and header.has_producer_id and header.base_sequence < 0:
         raise InvalidRecordError(
             f"{topic_partition}: invalid sequence number {header.base_sequence} for producer "
-            f"{header.producer_id}: a batch with a producer id carries a sequence >= 0 (P-08)"
+            f"{header.producer_id}: a batch with a producer id carries a sequence >= 0"
         )
 
 
@@ -145,7 +145,7 @@ def check_expected_offset(
     if expected_offset != log_end:
         raise ExpectedOffsetMismatchError(
             f"{topic_partition}: expected offset {expected_offset} does not match the "
-            f"log end offset {log_end}; the whole batch was refused (KIP-27)"
+            f"log end offset {log_end}; the whole batch was refused"
         )
 
 

@@ -174,7 +174,7 @@ class ProducerAppendInfo:
         if header.is_control:
             raise InvalidRecordError(
                 f"{self._where(first_offset)}: a control batch is not a data batch; "
-                "markers go through append_end_txn_marker (F-31)"
+                "markers go through append_end_txn_marker"
             )
         if header.producer_id != self._producer_id:
             raise ValueError(
@@ -186,7 +186,7 @@ class ProducerAppendInfo:
         if producer_epoch < current:
             raise InvalidProducerEpochError(
                 f"{self._where(offset)}: epoch {producer_epoch} is older than the stored "
-                f"epoch {current} (expected >= {current}; P-10 step 4, B-01)"
+                f"epoch {current} (expected >= {current})"
             )
 
     def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
@@ -201,7 +201,7 @@ class ProducerAppendInfo:
                 )
                 raise OutOfOrderSequenceError(
                     f"{self._where(offset)}: {known} must start at sequence 0, "
-                    f"got sequence {first_seq} at epoch {producer_epoch} (P-10 steps 3/6)"
+                    f"got sequence {first_seq} at epoch {producer_epoch}"
                 )
             return
         last_seq = entry.last_seq  # -1 once a bump emptied the cache: 0 is due next
@@ -212,11 +212,11 @@ class ProducerAppendInfo:
             raise DuplicateSequenceError(
                 f"{self._where(offset)}: sequence {first_seq} at epoch {producer_epoch} is a "
                 f"duplicate older than the last cached batches (expected {expected}, last "
-                f"sequence {last_seq}; P-10 step 5)"
+                f"sequence {last_seq})"
             )
         raise OutOfOrderSequenceError(
             f"{self._where(offset)}: out-of-order sequence {first_seq} at epoch "
-            f"{producer_epoch}: expected {expected} (last sequence {last_seq}; P-10 step 5, P-11)"
+            f"{producer_epoch}: expected {expected} (last sequence {last_seq})"
         )
 
     # --- transaction markers -----------------------------------------------------------------
@@ -242,7 +242,7 @@ class ProducerAppendInfo:
                 raise TransactionCoordinatorFencedError(
                     f"{self._where(marker_offset)}: marker from coordinator epoch "
                     f"{coordinator_epoch} (zombie), expected >= {entry.coordinator_epoch}, the "
-                    f"epoch of the last coordinator that wrote a marker (C-23); producer epoch "
+                    f"epoch of the last coordinator that wrote a marker; producer epoch "
                     f"{producer_epoch}"
                 )
         completed = None
