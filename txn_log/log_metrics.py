@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from txn_log.coordinator.transaction_state import state_name
 from txn_log.errors import UnknownTopicOrPartitionError
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
@@ -80,7 +81,7 @@ def collect(log: Log) -> LogMetrics:
         except UnknownTopicOrPartitionError:
             continue  # deleted while we looked
     observed = log.coordinator.observe_transactions()  # never waits for a writer
-    states = None if observed is None else Counter(md.state.name for md in observed)
+    states = None if observed is None else Counter(state_name(md.state) for md in observed)
     groups = [
         GroupLag(
             group,

@@ -59,7 +59,7 @@ def test_collect_reports_live_producers_lso_transactional_ids_and_lag_met_01_02_
     assert (t1.high_watermark, t1.last_stable_offset) == (4, 2)
     assert (t1.live_producer_ids, t1.ongoing_transactions) == (2, 1)
     assert ("__transaction_state", 0) in by_tp and ("__consumer_offsets", 0) in by_tp
-    assert metrics.transactional_ids == {"COMPLETE_COMMIT": 1, "ONGOING": 1}  # MET-03
+    assert metrics.transactional_ids == {"CompleteCommit": 1, "Ongoing": 1}  # MET-03
     (lag,) = metrics.groups
     assert (lag.group, lag.topic, lag.partition) == ("g", "t", 0)
     assert (lag.committed_offset, lag.read_committed_lag) == (2, 4 - 2)  # against the LSO
@@ -72,7 +72,7 @@ def test_the_prometheus_text_carries_each_metric_with_its_labels(tmp_path: Path)
     assert 'txnlog_partition_last_stable_offset{topic="t",partition="1"} 2' in lines
     assert 'txnlog_partition_high_watermark{topic="t",partition="1"} 4' in lines
     assert 'txnlog_partition_live_producer_ids{topic="t",partition="0"} 2' in lines
-    assert 'txnlog_transactional_ids{state="ONGOING"} 1' in lines
+    assert 'txnlog_transactional_ids{state="Ongoing"} 1' in lines
     assert 'txnlog_group_read_committed_lag{group="g",topic="t",partition="0"} 2' in lines
     assert "# TYPE txnlog_group_read_committed_lag gauge" in lines
     assert "txnlog_coordinator_busy 0" in lines  # the coordinator was read for this scrape
@@ -92,7 +92,7 @@ def test_txnlog_metrics_prints_the_same_figures_and_changes_nothing(tmp_path: Pa
             [TXNLOG, "metrics", str(tmp_path), "--json"], capture_output=True, text=True, check=True
         ).stdout
     )
-    assert document["transactional_ids"] == {"COMPLETE_COMMIT": 1, "ONGOING": 1}
+    assert document["transactional_ids"] == {"CompleteCommit": 1, "Ongoing": 1}
     assert document["groups"][0]["read_committed_lag"] == 2
     assert directory_bytes(tmp_path, content_only=True) == before
 

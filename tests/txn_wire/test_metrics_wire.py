@@ -29,7 +29,7 @@ def test_metrics_endpoint_follows_the_log_and_refuses_other_paths(tmp_path: Path
             assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             text = response.read().decode()
         assert 'txnlog_partition_last_stable_offset{topic="t",partition="1"} 2' in text
-        assert 'txnlog_transactional_ids{state="ONGOING"} 1' in text
+        assert 'txnlog_transactional_ids{state="Ongoing"} 1' in text
         # another process commits the open transaction: the next scrape sees the LSO move
         from txn_log.log import Log
 

@@ -12,6 +12,7 @@ import argparse
 from typing import Any
 
 from txn_log.cli.common import EXIT_OK, add_action, emit_json, emit_table, open_log
+from txn_log.coordinator.transaction_state import state_name
 from txn_log.errors import UnknownTopicOrPartitionError
 from txn_log.log import Log
 
@@ -66,7 +67,7 @@ def ledger_rows(log: Log) -> list[dict[str, Any]]:
         {
             "ledger_key": entry.ledger_key,
             "last_sequence": entry.sequence,
-            "status": entry.status.name,
+            "status": state_name(entry.status),
             "group_id": entry.group_id,
             "transactions": len(entry.transactions),
             "timestamp_ms": entry.timestamp_ms,

@@ -74,8 +74,8 @@ def check_member(
         )
     if metadata.state not in (TransactionState.ONGOING, TransactionState.EMPTY):
         raise InvalidTxnStateError(
-            f"{where} is {metadata.state.name}, expected ONGOING (or EMPTY for a transaction "
-            "that wrote nothing); nothing committed"
+            f"{where} is {state_name(metadata.state)}, expected Ongoing (or Empty for a "
+            "transaction that wrote nothing); nothing committed"
         )
     return metadata
 

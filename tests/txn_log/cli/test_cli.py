@@ -141,7 +141,7 @@ def test_groups_describe_lists_each_ledger_by_its_opaque_key(log_dir: Path) -> N
     assert {k: v for k, v in ledger.items() if k != "timestamp_ms"} == {
         "ledger_key": "ledger-a",
         "last_sequence": 7,
-        "status": "COMPLETE_COMMIT",
+        "status": "CompleteCommit",
         "group_id": "g",
         "transactions": 1,
     }
