@@ -9,6 +9,7 @@ keys and sequences no meaning; whoever commits chooses them.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from txn_log.cli.common import EXIT_OK, add_action, emit_json, emit_table, open_log
@@ -35,6 +36,9 @@ def run_list(args: argparse.Namespace) -> int:
     names = sorted(open_log(args.path).group_offsets.groups())
     if args.json:
         emit_json(names)
+    elif not names:
+        # on stderr, so that a script reading the names sees none
+        print(f"No consumer groups with committed offsets in {args.path}.", file=sys.stderr)
     else:
         for name in names:
             print(name)

@@ -161,14 +161,22 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(described)
         return EXIT_OK
-    print(f"LastHousekeeping: {format_time(housekeeping['last_pass_ms'])}")
-    for entry in described:
-        config = ", ".join(f"{k}={v}" for k, v in sorted(entry["config"].items()))
-        retention = ", ".join(f"{k}={v}" for k, v in entry["retention"].items())
-        print(
-            f"Topic: {entry['topic']}  PartitionCount: {len(entry['partitions'])}  "
-            f"Retention: {retention}  Configs: {config}"
+    defaults = TopicConfig().to_mapping()
+    for index, entry in enumerate(described):
+        overrides = ",".join(
+            f"{key}={_config_text(value)}"
+            for key, value in sorted(entry["config"].items())
+            if value != defaults[key]
         )
+        retention = ", ".join(f"{k}={v}" for k, v in entry["retention"].items())
+        if index:
+            print()
+        print(
+            f"Topic: {entry['topic']}  TopicId: {log.topic_id(entry['topic'])}  "
+            f"PartitionCount: {len(entry['partitions'])}  ReplicationFactor: 1  "
+            f"Configs: {overrides}"
+        )
+        print(f"  Retention: {retention}")
         emit_table(
             entry["partitions"],
             [
@@ -182,7 +190,14 @@ def run_describe(args: argparse.Namespace) -> int:
                 "size_bytes",
             ],
         )
+    last_pass = format_time(housekeeping["last_pass_ms"])
+    print(f"Last housekeeping pass (retention, log cleaner): {last_pass}")
     return EXIT_OK
+
+
+def _config_text(value: object) -> str:
+    """A config value as Kafka's tools write it (``true``, not Python's ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def format_time(ms: int | None) -> str:

@@ -297,3 +297,35 @@ def test_produce_and_consume(log_dir: Path) -> None:
     )
     assert dirty.stdout.splitlines() == ["c0", "c2", "c4", "aborted"]
     assert txnlog("consume", log_dir, "orders").stdout == ""  # nothing new arrives
+
+
+def test_topics_describe_starts_with_the_topic_and_shows_its_overrides_as_kafka_topics_does(
+    tmp_path: Path,
+) -> None:
+    """Issue 26 item 8: the first line is the topic (kafka-topics --describe), its Configs are
+    the values set on it, written as Kafka writes them; the housekeeping pass comes last."""
+    path = tmp_path / "log"
+    created = txnlog(
+        "topics", "create", path, "orders", "--partitions", "2",
+        "--config", "segment.bytes=1048576", "--config", "check.expected.offsets=true",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    lines = txnlog("topics", "describe", path, "orders").stdout.splitlines()
+    assert lines[0].startswith("Topic: orders  TopicId: ")
+    assert "PartitionCount: 2  ReplicationFactor: 1  " in lines[0]
+    assert lines[0].endswith("Configs: check.expected.offsets=true,segment.bytes=1048576")
+    assert lines[1] == "  Retention: retention.ms=604800000, retention.bytes=-1"
+    assert lines[2].split()[0] == "PARTITION" and len(lines) == 6
+    assert lines[-1] == "Last housekeeping pass (retention, log cleaner): never"
+
+
+def test_groups_list_says_so_when_there_are_no_groups(tmp_path: Path) -> None:
+    """Issue 26 item 8: an empty answer is a sentence on stderr, not silence; stdout (what a
+    script reads) stays empty, and --json is an empty list."""
+    path = tmp_path / "log"
+    assert txnlog("init", path).returncode == 0
+    listed = txnlog("groups", "list", path)
+    assert listed.returncode == 0
+    assert listed.stdout == ""
+    assert listed.stderr == f"No consumer groups with committed offsets in {path}.\n"
+    assert json.loads(txnlog("groups", "list", path, "--json").stdout) == []

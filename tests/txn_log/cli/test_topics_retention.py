@@ -48,5 +48,5 @@ def test_describe_shows_the_moved_log_start_and_the_retention_in_force(tmp_path:
     assert internal[0]["retention"] == {"retention.ms": -1, "retention.bytes": -1}  # CFG-18
     text = txnlog("topics", "describe", path, TP.topic).stdout
     assert "retention.bytes=1" in text and "retention.ms=604800000" in text
-    assert "LastHousekeeping:" in text and "never" not in text
+    assert "Last housekeeping pass (retention, log cleaner): " in text and "never" not in text
     assert snapshot(path) == unchanged  # describing changes nothing
