@@ -13,6 +13,8 @@ export SPARK_LOCAL_IP        := 127.0.0.1
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml demo/worker_pythonpath.py
+	@echo "setup: creating $(VENV) and installing txnlog with pyspark (~400 MB) and the test tools;"
+	@echo "setup: the first run takes a few minutes, later runs skip this"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# compat mode puts the project root on sys.path, so Spark's pkgutil scan finds pyspark_txnlog
@@ -20,6 +22,7 @@ $(STAMP): pyproject.toml demo/worker_pythonpath.py
 	# Spark's Python workers import the installed pyspark, not its source zip (demo/worker_pythonpath.py)
 	$(PY) -m demo.worker_pythonpath
 	touch $(STAMP)
+	@echo "setup: done ($(VENV))"
 
 ## demo: set up, then run the main job
 demo: setup
