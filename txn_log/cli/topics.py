@@ -33,7 +33,7 @@ from txn_log.topic_partition import TopicPartition
 
 
 def add_parser(subparsers: Any) -> None:
-    topics = subparsers.add_parser("topics", help="create, list, describe or delete topics")
+    topics = subparsers.add_parser("topics", help="create, list, describe, alter or delete topics")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     create = add_action(
@@ -69,6 +69,17 @@ def add_parser(subparsers: Any) -> None:
     add_action(
         actions, "delete", "delete a topic and its data (modifies the log)", run_delete, "topic"
     )
+    alter = add_action(
+        actions,
+        "alter",
+        "add partitions to a topic (kafka-topics --alter --partitions; modifies the log)",
+        run_alter,
+        "topic",
+    )
+    alter.add_argument(
+        "--partitions", type=int, required=True, help="the new total; partitions never shrink"
+    )
+    alter.add_argument("--dry-run", action="store_true", help="check the change and write nothing")
 
 
 def parse_configs(pairs: list[str]) -> dict[str, str]:
@@ -206,6 +217,15 @@ def format_time(ms: int | None) -> str:
         return "never"
     moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return f"{moment.isoformat(timespec='milliseconds')} ({ms} ms)"
+
+
+def run_alter(args: argparse.Namespace) -> int:
+    log = open_log(args.path, writable=True)
+    before = len(log.partitions(args.topic))
+    log.create_partitions(args.topic, args.partitions, validate_only=args.dry_run)
+    verb = "Would grow" if args.dry_run else "Grew"
+    print(f"{verb} topic {args.topic} from {before} to {args.partitions} partition(s).")
+    return EXIT_OK
 
 
 def run_delete(args: argparse.Namespace) -> int:
