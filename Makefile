@@ -62,6 +62,8 @@ bench: setup
 	$(PY) bench/bench_transactions.py
 	$(PY) bench/bench_source.py
 	$(PY) bench/bench_sink.py
+	# librdkafka's rdkafka_performance through txnlog serve (says how to build it when absent)
+	$(PY) bench/bench_wire_rdkafka.py
 
 ## bench-history: start-up cost and the internal topics' size, raw and cleaned, against 1,000 / 20,000 /
 ## 100,000 historic transactions, on a default log and one with 1 MiB internal segments (10-20 min,
