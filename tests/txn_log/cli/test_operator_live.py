@@ -1,0 +1,145 @@
+"""The operator commands (issue 26) on a live log: each runs as a ``txnlog`` process while
+other processes append to the topic and commit offsets to ``__consumer_offsets`` through the
+same partition locks; nothing another process acknowledged is lost or clobbered, what the
+command printed is what the log holds, and ``txnlog verify`` finds nothing wrong."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.txn_log.cli.test_cli import txnlog
+from tests.txn_log.processes.test_multiprocess import ROOT
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+
+P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+class Peer:
+    """A worker of ``ops_workers`` that writes until its stdin closes."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.txn_log.processes.ops_workers", *args],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.acked = 0
+
+    def wait_acked(self, rounds: int) -> None:
+        """Block until the worker acknowledged ``rounds`` rounds (it never stops by itself)."""
+        assert self.process.stdout is not None
+        while self.acked < rounds:
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError(f"worker exited: {self.process.stderr.read()}")  # type: ignore[union-attr]
+            self.acked = json.loads(line)["round"]
+
+    def stop(self) -> int:
+        """Close its stdin, wait for it, return the last round it acknowledged."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        rest = self.process.stdout.read()  # through the buffer readline() filled
+        err = self.process.stderr.read() if self.process.stderr else ""
+        assert self.process.wait(timeout=120) == 0, err
+        for line in rest.splitlines():
+            self.acked = json.loads(line)["round"]
+        return self.acked
+
+
+@pytest.fixture
+def live_log(tmp_path: Path) -> Iterator[tuple[Path, Peer, Peer]]:
+    path = tmp_path / "log"
+    with Log.open(path) as log:
+        log.create_topic("orders", 2)
+        log.group_offsets.commit("g", {P0: 0, P1: 0})
+        log.group_offsets.commit("gone", {P0: 1})
+    writer = Peer("produce-loop", str(path), "orders")
+    committer = Peer("commit-loop", str(path), "busy", "orders")
+    try:
+        writer.wait_acked(3)
+        committer.wait_acked(3)
+        yield path, writer, committer
+    finally:
+        for peer in (writer, committer):
+            if peer.process.poll() is None:
+                peer.process.kill()
+                peer.process.communicate()
+
+
+def ends(path: Path) -> dict[TopicPartition, int]:
+    with Log.open(path, read_only=True) as log:
+        return {tp: log.partition_reader(tp).log_end_offset for tp in (P0, P1)}
+
+
+def committed(path: Path, group: str) -> dict[TopicPartition, int]:
+    with Log.open(path, read_only=True) as log:
+        return {tp: om.offset for tp, om in log.group_offsets.groups().get(group, {}).items()}
+
+
+def plan(result: subprocess.CompletedProcess[str]) -> dict[TopicPartition, int]:
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    assert document["executed"] is True
+    return {
+        TopicPartition(r["topic"], r["partition"]): r["new_offset"] for r in document["offsets"]
+    }
+
+
+def test_reset_offsets_and_delete_a_group_while_peers_write_and_commit(
+    live_log: tuple[Path, Peer, Peer],
+) -> None:
+    path, writer, committer = live_log
+    before = ends(path)
+    latest = plan(
+        txnlog(
+            "groups",
+            "reset-offsets",
+            path,
+            "--group",
+            "g",
+            "--all-topics",
+            "--to-latest",
+            "--execute",
+            "--json",
+        )
+    )
+    after = ends(path)
+    assert all(before[tp] <= latest[tp] <= after[tp] for tp in (P0, P1)), (before, latest, after)
+    shifted = plan(
+        txnlog(
+            "groups",
+            "reset-offsets",
+            path,
+            "--group",
+            "g",
+            "--topic",
+            "orders:1",
+            "--shift-by",
+            "-2",
+            "--execute",
+            "--json",
+        )
+    )
+    assert shifted == {P1: latest[P1] - 2}
+    deleted = txnlog("groups", "delete", path, "--group", "gone")
+    assert deleted.returncode == 0, deleted.stderr
+    committer.wait_acked(committer.acked + 2)  # the peers went on writing meanwhile
+    writer.wait_acked(writer.acked + 2)
+    last_commit = committer.stop()
+    writer.stop()
+    assert committed(path, "g") == {P0: latest[P0], P1: latest[P1] - 2}
+    assert committed(path, "busy") == {P0: last_commit, P1: last_commit}  # nothing clobbered
+    assert committed(path, "gone") == {}
+    verify = txnlog("verify", path, "--json")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
