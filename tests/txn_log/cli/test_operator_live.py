@@ -17,6 +17,7 @@ import pytest
 from tests.txn_log.cli.test_cli import txnlog
 from tests.txn_log.processes.test_multiprocess import ROOT
 from txn_log.log import Log
+from txn_log.record.codec import encode_records
 from txn_log.topic_partition import TopicPartition
 
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -141,5 +142,63 @@ def test_reset_offsets_and_delete_a_group_while_peers_write_and_commit(
     assert committed(path, "g") == {P0: latest[P0], P1: latest[P1] - 2}
     assert committed(path, "busy") == {P0: last_commit, P1: last_commit}  # nothing clobbered
     assert committed(path, "gone") == {}
+    verify = txnlog("verify", path, "--json")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+HANGING_PRODUCER, HANGING_EPOCH = 9_000_001, 3
+
+
+def hang(path: Path, tp: TopicPartition) -> int:
+    """Open a transaction in ``tp`` that no coordinator transaction knows (what a lost marker
+    or an unverified pre-KIP-890 batch leaves): its first offset pins the LSO."""
+    with Log.open(path) as log:
+        plog = log.partition_log(tp)
+        batch = encode_records(
+            [(None, b"hanging", None, ())],
+            now_ms=log.clock.time_ms(),
+            producer_id=HANGING_PRODUCER,
+            producer_epoch=HANGING_EPOCH,
+            base_sequence=0,
+            transactional=True,
+        )
+        return plog.append(batch, sync=True, transaction_verified=True).base_offset
+
+
+def test_abort_a_hanging_transaction_while_a_peer_appends(
+    live_log: tuple[Path, Peer, Peer],
+) -> None:
+    path, writer, _ = live_log
+    start = hang(path, P0)
+    writer.wait_acked(writer.acked + 3)  # appends after the hanging batch: all above the LSO
+    with Log.open(path, read_only=True) as log:
+        assert log.partition_reader(P0).last_stable_offset == start
+    result = txnlog(
+        "transactions",
+        "abort",
+        path,
+        "--topic",
+        "orders",
+        "--partition",
+        "0",
+        "--start-offset",
+        start,
+        "--producer-id",
+        HANGING_PRODUCER,
+        "--producer-epoch",
+        HANGING_EPOCH,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"for producer {HANGING_PRODUCER} (epoch {HANGING_EPOCH})" in result.stdout
+    writer.wait_acked(writer.acked + 3)
+    writer.stop()
+    with Log.open(path, read_only=True) as log:
+        reader = log.partition_reader(P0)
+        end = reader.log_end_offset
+        assert reader.last_stable_offset == end  # read_committed readers move on
+        assert not reader.producer_state.ongoing_transactions()
+        values = [r.value for r in log.consumer().read(P0, 0)]
+    assert b"hanging" not in values
+    assert len(values) == end - 2  # all but the aborted record and its marker
     verify = txnlog("verify", path, "--json")
     assert verify.returncode == 0, verify.stdout + verify.stderr
