@@ -202,3 +202,74 @@ def test_abort_a_hanging_transaction_while_a_peer_appends(
     assert len(values) == end - 2  # all but the aborted record and its marker
     verify = txnlog("verify", path, "--json")
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def get_offsets(path: Path, *options: object) -> dict[tuple[str, int], tuple[int, int]]:
+    result = txnlog("get-offsets", path, *options, "--json")
+    assert result.returncode == 0, result.stderr
+    return {
+        (r["topic"], r["partition"]): (r["offset"], r["timestamp"])
+        for r in json.loads(result.stdout)
+    }
+
+
+def test_get_offsets_by_time_while_a_peer_appends_and_a_transaction_is_open(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log"
+    with Log.open(path) as log:
+        log.create_topic("orders", 2)
+        producer = log.producer()
+        for i in range(5):  # orders-0: offsets 0..4 stamped 1..5 s after the epoch
+            producer.send("orders", b"old", partition=0, timestamp_ms=(i + 1) * 1000)
+        producer.flush()
+        producer.close()
+    with Log.open(path) as log:
+        open_txn = log.producer("open", 600_000)
+        open_txn.init_transactions()
+        open_txn.begin_transaction()
+        open_txn.send("orders", b"undecided", partition=1)
+        open_txn.flush()
+        writer = Peer("produce-loop", str(path), "orders")
+        try:
+            writer.wait_acked(3)
+            before = ends(path)
+            assert get_offsets(
+                path, "--topic", "orders", "--partitions", "0", "--time", "3000"
+            ) == {("orders", 0): (2, 3000)}
+            latest = get_offsets(path, "--time", "-1")
+            committed_end = get_offsets(path, "--time", "-1", "--isolation", "read_committed")
+            newest = get_offsets(path, "--topic", "orders", "--time", "-3")
+            future = get_offsets(path, "--topic", "orders", "--time", str(2**62))
+            after = ends(path)
+            writer.wait_acked(writer.acked + 2)
+        finally:
+            writer.stop()
+    assert before[P0] <= latest[("orders", 0)][0] <= after[P0]
+    assert committed_end[("orders", 1)] == (0, -1)  # the LSO: the open transaction's start
+    assert committed_end[("orders", 0)][0] >= before[P0]  # nothing open there
+    assert newest[("orders", 0)][0] >= 5 and newest[("orders", 0)][1] > 5000
+    assert future == {("orders", 0): (-1, -1), ("orders", 1): (-1, -1)}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--time", "-4"], "--time '-4' must be -1 (latest), -2 (earliest), -3 (max timestamp)"),
+        (["--time", "yesterday"], "--time 'yesterday' must be -1 (latest)"),
+        (["--topic", "nope"], "topic 'nope'"),
+        (
+            ["--topic", "orders", "--partitions", "0,2"],
+            "'2' is not a partition of topic 'orders'; valid partitions are 0..1",
+        ),
+        (["--partitions", "0"], "--partitions needs --topic"),
+    ],
+)
+def test_get_offsets_refusals_name_what_is_valid(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    path = tmp_path / "log"
+    with Log.open(path) as log:
+        log.create_topic("orders", 2)
+    result = txnlog("get-offsets", path, *options)
+    assert result.returncode == 2 and message in result.stderr, result
