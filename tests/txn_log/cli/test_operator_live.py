@@ -273,3 +273,48 @@ def test_get_offsets_refusals_name_what_is_valid(
         log.create_topic("orders", 2)
     result = txnlog("get-offsets", path, *options)
     assert result.returncode == 2 and message in result.stderr, result
+
+
+def dump_records(path: Path, partition: str, decoder: str) -> list[dict[str, Any]]:
+    result = txnlog("dump", path, partition, decoder, "--json")
+    assert result.returncode == 0, result.stderr
+    return [record for batch in json.loads(result.stdout) for record in batch["records"]]
+
+
+def test_dump_decodes_the_internal_topics_while_peers_commit(
+    live_log: tuple[Path, Peer, Peer],
+) -> None:
+    """kafka-dump-log's decoders: every record of ``__consumer_offsets`` and
+    ``__transaction_state`` shows what its reader decodes, markers their type, while a peer
+    commits offsets; a decoder given the wrong topic says so per record and fails nothing."""
+    path, _, committer = live_log
+    with Log.open(path) as log:
+        producer = log.producer("copier")
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("orders", b"copied", partition=1)
+        producer.send_offsets_to_transaction({P0: 9}, "copying")
+        producer.commit_transaction()
+    assert txnlog("groups", "delete", path, "--group", "gone").returncode == 0
+    committer.wait_acked(committer.acked + 2)
+    offsets = dump_records(path, "__consumer_offsets-0", "--offsets-decoder")
+    assert not [r for r in offsets if "decode_error" in r]
+    commits = [r for r in offsets if r.get("kind") == "offset_commit"]
+    assert {
+        "kind": "offset_commit",
+        "group": "copying",
+        "partition": "orders-0",
+        "committed_offset": 9,
+        "leader_epoch": -1,
+        "metadata": "",
+    }.items() <= next(r for r in commits if r["group"] == "copying").items()
+    assert any(r["group"] == "gone" and r.get("tombstone") for r in commits)
+    assert sum(r["group"] == "busy" for r in commits) >= 2 * 3  # the peer's, two partitions
+    assert any(r.get("control") == "COMMIT" for r in offsets)  # the transaction's marker
+    states = dump_records(path, "__transaction_state-0", "--transaction-log-decoder")
+    copier = [r for r in states if r.get("transactional_id") == "copier"]
+    assert [r["state"] for r in copier][-3:] == ["Ongoing", "PrepareCommit", "CompleteCommit"]
+    assert copier[-2]["partitions"] == "__consumer_offsets-0,orders-1"
+    wrong = dump_records(path, "orders-0", "--transaction-log-decoder")
+    assert wrong and all("decode_error" in r for r in wrong)
+    committer.stop()
