@@ -54,9 +54,10 @@ ALLOWED = {
     "txn_wire": {"txn_wire", "txn_log", "kio"},
 }
 THIRD_PARTY = {"crc32c", "pyarrow", "numpy", "pyspark", "confluent_kafka", "kio"}
-LAZY_EDGES = {"txn_log/cli/serve.py": {"txn_wire"}}
+LAZY_EDGES = {"txn_log/cli/serve.py": {"txn_wire"}, "txn_log/cli/acls.py": {"txn_wire"}}
 """The only imports allowed against the table, each only inside a function: ``txnlog serve``
-loads the wire server when it runs, so nothing else in the engine or its CLI ever does."""
+loads the wire server when it runs, and ``txnlog acls`` the server's ACL file format, so
+nothing else in the engine or its CLI ever does."""
 
 
 def imported_roots(path: Path) -> set[str]:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from txn_log.cli import (
+    acls,
     clean,
     clients,
     dump,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         metrics,
         clients,
         serve,
+        acls,
     ):
         module.add_parser(subparsers)
     return parser
