@@ -8,17 +8,17 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from tests.support import directory_bytes
 from tests.txn_wire.auth_clients import write_acls
 from tests.txn_wire.serve_process import TXNLOG, ServeProcess, start_serve
+from tests.txn_wire.test_admin_delete_grow import codes
 from tests.txn_wire.wire_clients import WAIT_S, RawClient
 from txn_log.errors import GroupNotEmptyError
 from txn_log.group.group_activity import GroupActivity
@@ -50,17 +50,6 @@ def committed(log_dir: Path, group: str) -> dict[TopicPartition, int]:
         return {tp: om.offset for tp, om in log.group_offsets.groups().get(group, {}).items()}
 
 
-def outcome(futures: dict[str, Future[None]]) -> dict[str, int]:
-    codes = {}
-    for name, future in futures.items():
-        try:
-            future.result(WAIT_S)
-            codes[name] = 0
-        except KafkaException as error:
-            codes[name] = error.args[0].code()
-    return codes
-
-
 def joined_member(server: ServeProcess, group: str, seen: list[Any] | None = None) -> Consumer:
     """A confluent consumer of ``orders`` polled until its group gave it partitions; the
     records those polls returned go to ``seen``."""
@@ -86,6 +75,10 @@ def joined_member(server: ServeProcess, group: str, seen: list[Any] | None = Non
     return consumer
 
 
+def reset_live(log_dir: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return txnlog("groups", "reset-offsets", str(log_dir), "--group", "live", *options)
+
+
 def txnlog(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TXNLOG, *args], capture_output=True, text=True, timeout=120, check=False)
 
@@ -101,7 +94,7 @@ def test_delete_groups_through_the_adminclient_as_kafka_answers(
     member = joined_member(quick_server, "live")
     admin = AdminClient({"bootstrap.servers": quick_server.bootstrap})
     try:
-        answer = outcome(admin.delete_consumer_groups(["idle", "live", "nowhere"]))
+        answer = codes(admin.delete_consumer_groups(["idle", "live", "nowhere"]))
         assert answer == {
             "idle": 0,
             "live": KafkaError.NON_EMPTY_GROUP,
@@ -109,12 +102,12 @@ def test_delete_groups_through_the_adminclient_as_kafka_answers(
         }
         assert committed(log_dir, "idle") == {}
         assert committed(log_dir, "live") == {P0: 1}
-        assert outcome(admin.delete_consumer_groups(["idle"])) == {
+        assert codes(admin.delete_consumer_groups(["idle"])) == {
             "idle": KafkaError.GROUP_ID_NOT_FOUND
         }
     finally:
         member.close()  # LeaveGroup: the group is empty again
-    assert outcome(admin.delete_consumer_groups(["live"])) == {"live": 0}
+    assert codes(admin.delete_consumer_groups(["live"])) == {"live": 0}
     assert committed(log_dir, "live") == {}
     with Log.open(log_dir) as log:  # the tombstones survive a fresh replay of the topic
         assert "live" not in log.group_offsets.groups()
@@ -160,49 +153,20 @@ def test_reset_and_delete_refuse_a_group_with_members_in_a_server(
     member = joined_member(quick_server, "live")
     try:
         before = directory_bytes(log_dir, content_only=True)
-        reset = txnlog(
-            "groups",
-            "reset-offsets",
-            str(log_dir),
-            "--group",
-            "live",
-            "--all-topics",
-            "--to-offset",
-            "7",
-            "--execute",
-        )
+        reset = reset_live(log_dir, "--all-topics", "--to-offset", "7", "--execute")
         assert reset.returncode == 1, reset
         assert (
             "Assignments can only be reset if the group 'live' is inactive, but it has active "
             "members" in reset.stderr
         )
-        dry = txnlog(
-            "groups",
-            "reset-offsets",
-            str(log_dir),
-            "--group",
-            "live",
-            "--all-topics",
-            "--to-earliest",
-        )
+        dry = reset_live(log_dir, "--all-topics", "--to-earliest")
         assert dry.returncode == 1 and "is inactive" in dry.stderr
         deleted = txnlog("groups", "delete", str(log_dir), "--group", "live")
         assert deleted.returncode == 1 and "GroupNotEmptyError" in deleted.stderr
         assert directory_bytes(log_dir, content_only=True) == before
     finally:
         member.close()
-    reset = txnlog(
-        "groups",
-        "reset-offsets",
-        str(log_dir),
-        "--group",
-        "live",
-        "--topic",
-        "orders:0",
-        "--to-offset",
-        "7",
-        "--execute",
-    )
+    reset = reset_live(log_dir, "--topic", "orders:0", "--to-offset", "7", "--execute")
     assert reset.returncode == 0, reset.stderr
     assert committed(log_dir, "live") == {P0: 7, P1: 0}
     seen: list[Any] = []

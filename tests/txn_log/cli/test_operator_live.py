@@ -88,6 +88,14 @@ def committed(path: Path, group: str) -> dict[TopicPartition, int]:
         return {tp: om.offset for tp, om in log.group_offsets.groups().get(group, {}).items()}
 
 
+def reset_g(path: Path, *options: str) -> dict[TopicPartition, int]:
+    """``groups reset-offsets --group g OPTIONS --execute --json``: the offsets it committed."""
+    result = txnlog(
+        "groups", "reset-offsets", path, "--group", "g", *options, "--execute", "--json"
+    )
+    return plan(result)
+
+
 def plan(result: subprocess.CompletedProcess[str]) -> dict[TopicPartition, int]:
     assert result.returncode == 0, result.stderr
     document: dict[str, Any] = json.loads(result.stdout)
@@ -102,36 +110,10 @@ def test_reset_offsets_and_delete_a_group_while_peers_write_and_commit(
 ) -> None:
     path, writer, committer = live_log
     before = ends(path)
-    latest = plan(
-        txnlog(
-            "groups",
-            "reset-offsets",
-            path,
-            "--group",
-            "g",
-            "--all-topics",
-            "--to-latest",
-            "--execute",
-            "--json",
-        )
-    )
+    latest = reset_g(path, "--all-topics", "--to-latest")
     after = ends(path)
     assert all(before[tp] <= latest[tp] <= after[tp] for tp in (P0, P1)), (before, latest, after)
-    shifted = plan(
-        txnlog(
-            "groups",
-            "reset-offsets",
-            path,
-            "--group",
-            "g",
-            "--topic",
-            "orders:1",
-            "--shift-by",
-            "-2",
-            "--execute",
-            "--json",
-        )
-    )
+    shifted = reset_g(path, "--topic", "orders:1", "--shift-by", "-2")
     assert shifted == {P1: latest[P1] - 2}
     deleted = txnlog("groups", "delete", path, "--group", "gone")
     assert deleted.returncode == 0, deleted.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import directory_bytes
+from tests.support import directory_bytes, open_transaction
 from tests.txn_log.cli.test_cli import txnlog
 from tests.txn_log.cli.test_operator_live import HANGING_EPOCH, HANGING_PRODUCER, hang
 from txn_log.log import Log
@@ -28,11 +28,7 @@ def log_dir(tmp_path: Path) -> Path:
         producer.send("orders", b"plain", partition=0)
         producer.flush()
         producer.close()
-        owned = log.producer("owned")
-        owned.init_transactions()
-        owned.begin_transaction()
-        owned.send("orders", b"owned", partition=1)
-        owned.flush()
+        open_transaction(log, "owned", [("orders", 1, b"owned")])
     hang(path, P0)
     return path
 
