@@ -54,9 +54,14 @@ ALLOWED = {
     "txn_wire": {"txn_wire", "txn_log", "kio"},
 }
 THIRD_PARTY = {"crc32c", "pyarrow", "numpy", "pyspark", "confluent_kafka", "kio"}
-LAZY_EDGES = {"txn_log/cli/serve.py": {"txn_wire"}, "txn_log/cli/users.py": {"txn_wire"}}
+LAZY_EDGES = {
+    "txn_log/cli/serve.py": {"txn_wire"},
+    "txn_log/cli/users.py": {"txn_wire"},
+    "txn_log/cli/acls.py": {"txn_wire"},
+}
 """The only imports allowed against the table, each only inside a function: ``txnlog serve``
-loads the wire server when it runs, ``txnlog users`` the users-file code it shares with it, so
+loads the wire server when it runs, ``txnlog users`` and ``txnlog acls`` the users-file and
+ACL-file code they share with it, so
 nothing else in the engine or its CLI ever does."""
 
 

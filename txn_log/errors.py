@@ -222,6 +222,20 @@ class FencedInstanceIdError(FencedError):
     code = 82
 
 
+class GroupNotEmptyError(FatalError):
+    """GROUP_NOT_EMPTY (68): a group's offsets may be reset or deleted only while it has no
+    members (``group_activity``); stop its consumers, or wait for their session timeout, then
+    call again."""
+
+    code = 68
+
+
+class GroupIdNotFoundError(ConfigError):
+    """GROUP_ID_NOT_FOUND (69): no group of that id holds committed offsets."""
+
+    code = 69
+
+
 class InvalidProducerIdMappingError(FatalError):
     """INVALID_PRODUCER_ID_MAPPING (49): no or another producer id for this transactional id."""
 

@@ -15,7 +15,8 @@ The ACL file has one rule a line, five fields separated by blanks; ``#`` starts 
   a transactional id get a producer id, as in Kafka).
 - name: a literal name, a prefix ending in ``*`` (``copier-*``), or ``*`` for every name.
 - operation: ``Read``, ``Write``, ``Describe``, ``IdempotentWrite``, ``Create`` (on a topic
-  or the cluster: CreateTopics), ``Delete`` (on a topic or the cluster: DeleteTopics),
+  or the cluster: CreateTopics), ``Delete`` (on a topic or the cluster: DeleteTopics; on a
+  group: DeleteGroups),
   ``Alter`` (on a topic: CreatePartitions), ``DescribeConfigs``, ``AlterConfigs``,
   ``ClusterAction`` or ``All``. AlterConfigs and ClusterAction guard no API served here; they
   only show in the operations Metadata reports a principal may perform.
@@ -25,7 +26,8 @@ Decisions are Kafka's (``StandardAuthorizer``): a matching deny wins over any al
 matching allow the answer is no (allow.everyone.if.no.acl.found=false); an allowed Read,
 Write, Delete or Alter implies Describe, an allowed AlterConfigs implies DescribeConfigs; All
 matches every operation. ``authorized_operations`` is the bit field Metadata v8+ answers
-(Kafka's ``AclOperation`` codes). Immutable once loaded; thread-safe.
+(Kafka's ``AclOperation`` codes). Immutable once loaded; thread-safe. The server reads the
+file once, at start; ``txnlog acls`` edits it (``acl_file``).
 """
 
 from __future__ import annotations
@@ -200,12 +202,17 @@ def load_acls(path: Path) -> Authorizer:
         text = Path(path).read_text()
     except OSError as error:
         raise AclFileError(f"ACL file {path}: {error}") from error
+    return Authorizer(parse_rules(text, str(path)))
+
+
+def parse_rules(text: str, source: str) -> list[AclRule]:
+    """The rules of an ACL file's ``text`` (``source`` names it in errors)."""
     rules = []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split("#", 1)[0].split()
         if fields:
-            rules.append(_rule(f"ACL file {path}, line {number}", fields))
-    return Authorizer(rules)
+            rules.append(_rule(f"ACL file {source}, line {number}", fields))
+    return rules
 
 
 def _rule(where: str, fields: list[str]) -> AclRule:

@@ -47,6 +47,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     28: (0, 3),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
 }
 """api key → (min version, max version), inclusive."""
 

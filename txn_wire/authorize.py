@@ -42,6 +42,7 @@ DeleteTopics           Delete on the cluster, or Delete on each topic;  29, that
                        topic may be named by its id)                    describable)
 CreatePartitions       Alter on each topic (a name given twice is       29, that topic
                        INVALID_REQUEST first, as Kafka answers it)
+DeleteGroups           Delete on each group                             30, that group
 =====================  ===============================================  ===================
 
 A refused part never reaches the handler: the request is narrowed to the allowed parts, the
@@ -398,5 +399,6 @@ RULES: dict[int, Callable[[Check], Guard]] = {
     20: _delete_topics,
     32: _describe_configs,
     37: _create_partitions,
+    42: groups.delete_groups,
 }
 """api key → its rule; ApiVersions and the SASL APIs need no authorization."""

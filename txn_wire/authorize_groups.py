@@ -3,7 +3,8 @@ TxnOffsetCommit need Read on the group (and Write on the transactional id, C-31)
 each topic; OffsetFetch Describe on the group and each topic; JoinGroup, SyncGroup, Heartbeat
 and LeaveGroup Read on the group; DescribeGroups Describe on each group; ListGroups lists the
 groups the principal may describe (all with Describe on the cluster); FindCoordinator needs
-Describe on the group or transactional id. The table is in ``authorize``. Thread-safe.
+Describe on the group or transactional id; DeleteGroups Delete on each group. The table is
+in ``authorize``. Thread-safe.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from txn_wire.guard import (
 
 _GROUP, _TXN = ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID
 _READ, _WRITE, _DESCRIBE = Operation.READ, Operation.WRITE, Operation.DESCRIBE
+_DELETE = Operation.DELETE
 
 
 def offset_commit(check: Check, *, transactional: bool = False) -> Guard:
@@ -104,22 +106,54 @@ def member_rule(refusal: Callable[[Plain], Plain]) -> Callable[[Check], Guard]:
 
 
 def describe_groups(check: Check) -> Guard:
-    groups = check.body["groups"]
-    allowed = [g for g in groups if check.allows(_GROUP, g, _DESCRIBE)]
-    refused = [
-        {"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "", "members": []}
-        for g in groups
-        if g not in allowed
-    ]
+    """Describe on each group."""
+    return _each_group(
+        check,
+        "groups",
+        "groups",
+        _DESCRIBE,
+        lambda g: {
+            "error_code": GROUP_AUTHORIZATION_FAILED,
+            "group_id": g,
+            "group_state": "",
+            "members": [],
+        },
+    )
+
+
+def delete_groups(check: Check) -> Guard:
+    """Delete on each group; a refused one is GROUP_AUTHORIZATION_FAILED (30) in the answer
+    and never reaches the handler (Kafka's ``KafkaApis.handleDeleteGroupsRequest``)."""
+    return _each_group(
+        check,
+        "groups_names",
+        "results",
+        _DELETE,
+        lambda g: {"group_id": g, "error_code": GROUP_AUTHORIZATION_FAILED},
+    )
+
+
+def _each_group(
+    check: Check,
+    names_key: str,
+    answer_key: str,
+    operation: Operation,
+    refusal: Callable[[str], Plain],
+) -> Guard:
+    """``operation`` on each group the request lists under ``names_key``: the request is
+    narrowed to the allowed ones and the refusals join the answer's ``answer_key`` list."""
+    names = check.body[names_key]
+    allowed = [g for g in names if check.allows(_GROUP, g, operation)]
+    refused = [refusal(g) for g in names if g not in allowed]
     if not refused:
         return Guard(check.request)
     if not allowed:
-        return check.refuse({"groups": refused})
+        return check.refuse({answer_key: refused})
 
     def merge(answer: Plain | None) -> Plain | None:
-        return None if answer is None else {**answer, "groups": answer["groups"] + refused}
+        return None if answer is None else {**answer, answer_key: answer[answer_key] + refused}
 
-    return check.narrowed(merge, groups=allowed)
+    return check.narrowed(merge, **{names_key: allowed})
 
 
 def list_groups(check: Check) -> Guard:

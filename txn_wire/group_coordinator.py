@@ -27,8 +27,15 @@ members of a starting application form one generation instead of each newcomer t
 partitions from the members before it.
 
 Membership is not persisted (a restarted server starts with empty groups; members rejoin on
-UNKNOWN_MEMBER_ID, as after a coordinator move in Kafka). Runs on the server's event loop
-only: no locks; the waits (a join round, a follower's SyncGroup) are futures.
+UNKNOWN_MEMBER_ID, as after a coordinator move in Kafka). That a group has members is
+published to the other processes of the directory through the engine's ``GroupActivity``
+(``txn_log.group.group_activity``): a shared lock on the group's lock file from its first
+member until it is empty again, so that ``txnlog groups reset-offsets`` and ``delete`` in
+another process refuse a live group. A tool holding the group inactive makes the first
+member's JoinGroup COORDINATOR_LOAD_IN_PROGRESS (14, which clients retry after a back-off)
+until it is done; the lock is taken without waiting, so the event loop never blocks on it.
+Runs on the server's event loop only: no locks; the waits (a join round, a follower's
+SyncGroup) are futures.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from txn_log.group.group_activity import GroupActivity
 from txn_wire.broker import (
     DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
     DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
@@ -47,6 +55,7 @@ from txn_wire.broker import (
 from txn_wire.codec import Plain, Request
 
 NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 ILLEGAL_GENERATION = 22
 UNKNOWN_MEMBER_ID = 25
@@ -108,8 +117,11 @@ class GroupCoordinator:
         min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
         max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
         initial_rebalance_delay_ms: int = DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
+        activity: GroupActivity | None = None,
     ) -> None:
         self.groups: dict[str, Group] = {}
+        self.activity = activity
+        """Where this server publishes which groups have members (None: nowhere)."""
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
@@ -123,6 +135,8 @@ class GroupCoordinator:
         COORDINATOR_NOT_AVAILABLE (the members look for a coordinator again)."""
         if self._reaper is not None:
             self._reaper.cancel()
+        if self.activity is not None:
+            self.activity.release_all()
         for group in self.groups.values():
             for member in group.members.values():
                 for future in (member.join, member.sync):
@@ -152,6 +166,8 @@ class GroupCoordinator:
         if member_id and member_id not in group.members:
             return _join_error(UNKNOWN_MEMBER_ID, member_id)
         if not group.members:
+            if self.activity is not None and not self.activity.hold(group.group_id):
+                return _join_error(COORDINATOR_LOAD_IN_PROGRESS, member_id)  # a tool resets it
             group.protocol_type = body["protocol_type"]
         if not member_id and instance_id in group.static_members:
             return await self._rejoin_static(group, instance_id, request, protocols)
@@ -325,6 +341,8 @@ class GroupCoordinator:
                 member.join = None
 
     def _empty(self, group: Group) -> None:
+        if self.activity is not None:
+            self.activity.release(group.group_id)
         group.state = GroupState.EMPTY
         group.leader = None
         group.protocol_name = None

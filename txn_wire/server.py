@@ -37,6 +37,7 @@ from typing import Any
 from txn_log import Log
 from txn_wire import api_versions
 from txn_wire.acl import Authorizer
+from txn_wire.admin_groups import handle_delete_groups
 from txn_wire.admin_partitions import handle_create_partitions
 from txn_wire.admin_topics import (
     handle_create_topics,
@@ -214,6 +215,7 @@ HANDLERS: dict[int, Handler] = {
     28: _txn_offset_commit,
     32: _blocking(handle_describe_configs),
     37: _blocking(handle_create_partitions),
+    42: _blocking(handle_delete_groups),
 }
 
 
@@ -241,6 +243,7 @@ class WireServer:
             settings.group_min_session_timeout_ms,
             settings.group_max_session_timeout_ms,
             settings.group_initial_rebalance_delay_ms,
+            log.group_offsets.activity,
         )
         self.stopping = asyncio.Event()
         self._server: asyncio.Server | None = None

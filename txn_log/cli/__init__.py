@@ -14,9 +14,11 @@ import sys
 from collections.abc import Sequence
 
 from txn_log.cli import (
+    acls,
     clean,
     clients,
     dump,
+    get_offsets,
     groups,
     init_log,
     metrics,
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         init_log,
         topics,
         dump,
+        get_offsets,
         transactions,
         groups,
         verify,
@@ -57,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         clients,
         serve,
         users,
+        acls,
     ):
         module.add_parser(subparsers)
     return parser

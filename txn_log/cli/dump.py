@@ -1,7 +1,11 @@
 """``txnlog dump``: decoded batches, records and index files of one partition (kafka-dump-log).
 
 Read-only. ``--records`` decodes every record; control records show their type and
-coordinator epoch. Keys and values print as UTF-8 with undecodable bytes escaped.
+coordinator epoch. Keys and values print as UTF-8 with undecodable bytes escaped, unless a
+decoder is asked for (kafka-dump-log's ``--transaction-log-decoder`` / ``--offsets-decoder``,
+which imply ``--records``): then each record of ``__transaction_state`` or
+``__consumer_offsets`` shows the fields its reader decodes (``internal_records``, the decoders
+``txnlog verify`` checks with), or ``decode_error``.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from txn_log.cli.common import (
     open_log,
     parse_topic_partition,
 )
+from txn_log.cli.internal_records import describe_record
 from txn_log.record.batch_header import BatchHeader, is_crc_valid
 from txn_log.record.codec import iter_records
 from txn_log.record.control import parse_control_record
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_snapshot import read_snapshot, snapshot_offset_of
+from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 
 def add_parser(subparsers: Any) -> None:
@@ -40,8 +46,23 @@ def add_parser(subparsers: Any) -> None:
     kind = dump.add_mutually_exclusive_group()
     for name in ("index", "timeindex", "txnindex", "snapshot"):
         kind.add_argument(f"--{name}", action="store_true", help=f"dump the .{name} files")
+    decoder = dump.add_mutually_exclusive_group()
+    decoder.add_argument(
+        "--transaction-log-decoder",
+        dest="decoder",
+        action="store_const",
+        const=TRANSACTION_STATE_TOPIC,
+        help="decode records as __transaction_state's (implies --records)",
+    )
+    decoder.add_argument(
+        "--offsets-decoder",
+        dest="decoder",
+        action="store_const",
+        const=CONSUMER_OFFSETS_TOPIC,
+        help="decode records as __consumer_offsets' (implies --records)",
+    )
     dump.add_argument("--json", action="store_true")
-    dump.set_defaults(run=run)
+    dump.set_defaults(run=run, decoder=None)
 
 
 def text(data: bytes | None) -> str | None:
@@ -68,7 +89,11 @@ def describe_batch(position: int, header: BatchHeader, data: bytes) -> dict[str,
     }
 
 
-def describe_records(header: BatchHeader, data: bytes) -> list[dict[str, Any]]:
+def describe_records(
+    header: BatchHeader, data: bytes, decoder: str | None = None
+) -> list[dict[str, Any]]:
+    """Each record of a batch; ``decoder`` (an internal topic's name) decodes data records as
+    that topic's reader does."""
     out = []
     for record in iter_records(data, verify_crc=False):
         entry: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp_ms}
@@ -76,6 +101,8 @@ def describe_records(header: BatchHeader, data: bytes) -> list[dict[str, Any]]:
             marker = parse_control_record(record.key, record.value)
             entry["control"] = marker.control_type.name
             entry["coordinator_epoch"] = marker.coordinator_epoch
+        elif decoder is not None:
+            entry.update(describe_record(decoder, record))
         else:
             entry.update(
                 key=text(record.key),
@@ -86,15 +113,17 @@ def describe_records(header: BatchHeader, data: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def dump_batches(plog: PartitionReader, start: int, with_records: bool) -> list[dict[str, Any]]:
+def dump_batches(
+    plog: PartitionReader, start: int, with_records: bool, decoder: str | None = None
+) -> list[dict[str, Any]]:
     progress = Progress("dump", plog.log_end_offset - start)
     batches = []
     for segment, position, header in plog.batch_locations(start):
         data = segment.read_bytes(position, header.size_in_bytes)
         entry = describe_batch(position, header, data)
         entry["segment"] = segment.log_path.name
-        if with_records:
-            entry["records"] = describe_records(header, data)
+        if with_records or decoder is not None:
+            entry["records"] = describe_records(header, data, decoder)
         batches.append(entry)
         progress.update(header.next_offset - start)
     progress.finish()
@@ -145,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     start = plog.log_start_offset if args.from_offset is None else args.from_offset
     plog.check_offset(start)
-    batches = dump_batches(plog, start, args.records)
+    batches = dump_batches(plog, start, args.records, args.decoder)
     if args.json:
         emit_json(batches)
         return EXIT_OK

@@ -1,4 +1,5 @@
-"""``txnlog groups list|describe`` (kafka-consumer-groups): committed offsets, lag, ledgers.
+"""``txnlog groups list|describe`` (kafka-consumer-groups): committed offsets, lag, ledgers;
+``reset-offsets`` and ``delete`` are in ``group_admin``.
 
 Lag is measured against the last stable offset, as a read_committed consumer sees it (B-06,
 MET-05). ``describe`` also shows the ledgers of atomic commits (DESIGN §4), which commit group
@@ -12,6 +13,7 @@ import argparse
 import sys
 from typing import Any
 
+from txn_log.cli import group_admin
 from txn_log.cli.common import EXIT_OK, add_action, emit_json, emit_table, open_log
 from txn_log.coordinator.transaction_state import state_name
 from txn_log.errors import UnknownTopicOrPartitionError
@@ -30,6 +32,7 @@ def add_parser(subparsers: Any) -> None:
         "group?",
         json=True,
     )
+    group_admin.add_actions(actions)
 
 
 def run_list(args: argparse.Namespace) -> int:

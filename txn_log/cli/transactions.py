@@ -1,8 +1,12 @@
 """``txnlog transactions list|describe|abort|find-hanging`` (kafka-transactions).
 
-``abort`` is a normal coordinator abort with an epoch bump (the timeout's path, C-25): the
-instance that owned the transaction is fenced, ABORT markers are written, and readers stuck at
-the LSO move on. Nothing here ever edits a file directly.
+``abort TXN_ID`` is a normal coordinator abort with an epoch bump (the timeout's path, C-25):
+the instance that owned the transaction is fenced, ABORT markers are written, and readers stuck
+at the LSO move on. ``abort --topic T --partition P --start-offset N`` (kafka-transactions
+abort, KIP-664) ends a *hanging* transaction, one open in a partition that no coordinator
+transaction will end (what ``find-hanging`` lists second): an ABORT marker for its producer in
+that partition only, under the coordinator's and the partition's locks
+(``coordinator/hanging_transactions``). Nothing here ever edits a file directly.
 
 ``find-hanging`` reports (1) open transactions older than ``--max-age-minutes`` and (2)
 partitions whose LSO is held by a producer that has no open coordinator transaction on that
@@ -17,11 +21,13 @@ from typing import Any
 from txn_log.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    UsageError,
     add_action,
     all_partitions,
     emit_json,
     emit_table,
     open_log,
+    parse_topic_partition,
 )
 from txn_log.coordinator.transaction_metadata import TransactionMetadata
 from txn_log.coordinator.transaction_state import is_in_progress, state_name
@@ -47,13 +53,21 @@ def add_parser(subparsers: Any) -> None:
     add_action(
         actions, "describe", "one transactional id", run_describe, "transactional_id", json=True
     )
-    add_action(
+    abort = add_action(
         actions,
         "abort",
-        "abort an open transaction (modifies the log)",
+        "abort an open transaction, or a hanging one on a partition (modifies the log)",
         run_abort,
-        "transactional_id",
+        "transactional_id?",
     )
+    hanging_abort = abort.add_argument_group("a hanging transaction (instead of TRANSACTIONAL_ID)")
+    hanging_abort.add_argument("--topic")
+    hanging_abort.add_argument("--partition", type=int)
+    hanging_abort.add_argument(
+        "--start-offset", type=int, help="first offset of the open transaction (inclusive)"
+    )
+    hanging_abort.add_argument("--producer-id", type=int, help="default: the partition's")
+    hanging_abort.add_argument("--producer-epoch", type=int, help="default: the partition's")
     hanging = add_action(
         actions,
         "find-hanging",
@@ -114,6 +128,13 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def run_abort(args: argparse.Namespace) -> int:
+    by_partition = (args.topic, args.partition, args.start_offset)
+    if args.transactional_id is None:
+        return run_abort_hanging(args)
+    if any(value is not None for value in by_partition):
+        raise UsageError(
+            "give a TRANSACTIONAL_ID, or --topic, --partition and --start-offset, not both"
+        )
     log = open_log(args.path, writable=True)
     metadata = find(log, args.transactional_id)
     if not log.coordinator.abort_transaction(args.transactional_id):
@@ -125,6 +146,25 @@ def run_abort(args: argparse.Namespace) -> int:
     print(
         f"Aborted the transaction of {args.transactional_id!r} (producer "
         f"{metadata.producer_id}); epoch bumped to fence its owner."
+    )
+    return EXIT_OK
+
+
+def run_abort_hanging(args: argparse.Namespace) -> int:
+    if args.topic is None or args.partition is None or args.start_offset is None:
+        raise UsageError(
+            "abort needs a TRANSACTIONAL_ID, or --topic, --partition and --start-offset (a "
+            "hanging transaction: `txnlog transactions find-hanging PATH` lists them)"
+        )
+    log = open_log(args.path, writable=True)
+    tp = parse_topic_partition(log, f"{args.topic}-{args.partition}")
+    done = log.coordinator.abort_hanging_transaction(
+        tp, args.start_offset, args.producer_id, args.producer_epoch
+    )
+    print(
+        f"Wrote an ABORT marker at offset {done.marker_offset} of {tp} for producer "
+        f"{done.producer_id} (epoch {done.producer_epoch}), ending its transaction from offset "
+        f"{done.start_offset}."
     )
     return EXIT_OK
 

@@ -5,14 +5,11 @@ topic, and verify never deletes records, so such a problem is never repairable."
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from txn_log.coordinator import state_log_format
-from txn_log.errors import TxnLogError
-from txn_log.group.group_offsets_format import decode_record as decode_offset_commit
+from txn_log.cli.internal_records import DECODE_ERRORS, DECODERS
 from txn_log.record.batch_header import BatchHeader
 from txn_log.record.batch_records import check_records as check_stored_records
 from txn_log.record.codec import Record, iter_records
@@ -37,24 +34,16 @@ RecordCheck = Callable[[Record], object]
 """Decode one record as its readers do; raises when they would fail on it."""
 
 
-def _check_state_record(record: Record) -> object:
-    # exactly as the coordinator's catch-up decodes it (a null key reads as empty)
-    return state_log_format.decode_record(record.key or b"", record.value)
-
-
-def _check_offset_commit(record: Record) -> object:
-    return decode_offset_commit(record.key, record.value)
-
-
 _RECORD_CHECKS: dict[str, tuple[RecordCheck, str]] = {
     TRANSACTION_STATE_TOPIC: (
-        _check_state_record,
+        DECODERS[TRANSACTION_STATE_TOPIC],
         "init_transactions(), commits and read_committed reads fail on it in every process",
     ),
-    CONSUMER_OFFSETS_TOPIC: (_check_offset_commit, "committed() fails on it in every process"),
+    CONSUMER_OFFSETS_TOPIC: (
+        DECODERS[CONSUMER_OFFSETS_TOPIC],
+        "committed() fails on it in every process",
+    ),
 }
-
-DECODE_ERRORS = (TxnLogError, ValueError, struct.error)
 
 
 def check_records(

@@ -34,6 +34,7 @@ from txn_log.coordinator.atomic_commit import TxnIdentity
 from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
 from txn_log.coordinator.coordinator_snapshot import DEFAULT_SNAPSHOT_INTERVAL_RECORDS
 from txn_log.coordinator.coordinator_state import CoordinatorState
+from txn_log.coordinator.hanging_transactions import HangingAbort, abort_hanging
 from txn_log.coordinator.state_log_format import (
     StateLogEntry,
     TransactionLogEntry,
@@ -519,3 +520,17 @@ class TransactionCoordinator:
             self._write_metadata(fenced)
             self._markers.complete(fenced)
             return True
+
+    def abort_hanging_transaction(
+        self,
+        topic_partition: TopicPartition,
+        start_offset: int,
+        producer_id: int | None = None,
+        producer_epoch: int | None = None,
+    ) -> HangingAbort:
+        """Write an ABORT marker for the transaction open in ``topic_partition`` from
+        ``start_offset`` (inclusive) that no coordinator transaction will end (KIP-664's
+        ``kafka-transactions abort``; checks in ``hanging_transactions``)."""
+        with self._locked() as state:
+            plog = self._log.partition_log(topic_partition)
+            return abort_hanging(state, plog, start_offset, producer_id, producer_epoch)

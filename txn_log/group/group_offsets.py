@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from txn_log.errors import CorruptRecordError, TxnLogError
+from txn_log.errors import CorruptRecordError, GroupIdNotFoundError, TxnLogError
 from txn_log.file_lock import FileLock
+from txn_log.group.group_activity import GroupActivity
 from txn_log.group.group_metadata import (
     CommitRecordMetadataAndOffset,
     GroupMetadata,
@@ -96,10 +97,13 @@ class GroupOffsetStore:
         """The offset of the snapshot the first catch-up loaded; None: it replayed from 0."""
         self._snapshot_offset = 0  # the newest snapshot this store knows of (exclusive)
         self._snapshot_lock = FileLock(log_manager.path / SNAPSHOT_LOCK_FILE)
+        self.activity = GroupActivity(log_manager.path)
+        """Which groups have members in some process (``group_activity``)."""
 
     def close(self) -> None:
-        """Release the snapshot lock file's descriptor."""
+        """Release the snapshot lock file's descriptor and any group this process holds."""
         self._snapshot_lock.close()
+        self.activity.release_all()
 
     def snapshot_entries(self) -> list[GroupOffsetEntry]:
         """The whole replayed state, caught up (``GroupMetadata.snapshot_entries``)."""
@@ -144,6 +148,60 @@ class GroupOffsetStore:
                 self.encode_batch(group_id, normalized), sync=True, origin=AppendOrigin.COORDINATOR
             )
             self.maybe_snapshot()
+
+    def reset_offsets(
+        self,
+        group_id: str,
+        plan: Callable[
+            [dict[TopicPartition, OffsetAndMetadata]],
+            Mapping[TopicPartition, int | OffsetAndMetadata],
+        ],
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commit the offsets ``plan`` gives for the group's committed offsets, while the group
+        has no members (Kafka's AlterConsumerGroupOffsets, which kafka-consumer-groups
+        --reset-offsets sends): the group is held inactive (``GroupActivity.inactive``) from
+        before ``plan`` reads the committed offsets until the commit is durable, so no member
+        joins, and no member commits, in between. GroupNotEmptyError (68) at once if it has
+        members; the offsets are validated before anything is written. Returns what it
+        committed (nothing is written for an empty plan)."""
+        validate_group_id(group_id)
+        with self.activity.inactive(group_id):
+            current = self.groups().get(group_id, {})
+            normalized = normalize_offsets(plan(current))
+            self.commit(group_id, normalized)
+            return normalized
+
+    def delete_group(self, group_id: str) -> list[TopicPartition]:
+        """Delete every committed offset of ``group_id`` (Kafka's DeleteGroups): one batch of
+        tombstones (an offset-commit key with a null value, as Kafka writes them) appended
+        durably through the same partition lock as every commit, while the group is held
+        inactive. Returns the partitions whose offsets it deleted.
+
+        GroupNotEmptyError (68) if the group has members; GroupIdNotFoundError (69) if it has
+        no committed offsets, naming the groups that have. A transactional offset commit still
+        pending (its transaction open) is not deleted: its COMMIT marker materializes it
+        afterwards, as in Kafka."""
+        validate_group_id(group_id)
+        with self.activity.inactive(group_id):
+            every = self.groups()
+            offsets = every.get(group_id)
+            if not offsets:
+                raise GroupIdNotFoundError(
+                    f"group {group_id!r} has no committed offsets; groups: "
+                    f"{', '.join(sorted(every)) or '(none)'}"
+                )
+            partitions = sorted(offsets)
+            self._append_tombstones(group_id, partitions)
+            return partitions
+
+    def _append_tombstones(self, group_id: str, partitions: list[TopicPartition]) -> None:
+        from txn_log.record.codec import encode_records
+
+        now = self._log.clock.time_ms()
+        records = [(encode_key(group_id, tp), None, now, ()) for tp in partitions]
+        plog = self._log.partition_log(OFFSETS_PARTITION)
+        plog.append(encode_records(records, now_ms=now), sync=True, origin=AppendOrigin.COORDINATOR)
+        self.maybe_snapshot()
 
     def committed(
         self, group_id: str, partitions: Iterable[TopicPartition]

@@ -565,8 +565,9 @@ class PartitionLog(PartitionReader):
     def maintenance_locked(self, *, wait: bool = True) -> Iterator[list[LogSegment]]:
         """Hold the partition as a writer does (``_write_locked``), caught up, and yield its
         segments (oldest first; the caller must not keep or change the list): the log
-        cleaner's short steps (``log_cleaner``). LogLockedError when ``wait`` is False and
-        the partition is being written."""
+        cleaner's short steps (``log_cleaner``), and a check that must hold until the
+        caller's marker is written (``hanging_transactions``; the lock is re-entrant).
+        LogLockedError when ``wait`` is False and the partition is being written."""
         with self._write_locked(wait=wait):
             self._catch_up()
             self._refresh_start()

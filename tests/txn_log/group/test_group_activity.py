@@ -1,0 +1,68 @@
+"""Which groups have members across processes (``group_activity``): a holder process's shared
+lock makes every tool refuse the group at once, several holders may share it, a SIGKILLed
+holder leaves nothing behind, and a tool holding the group keeps every holder out."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.txn_log.processes.test_multiprocess import ROOT
+from txn_log.errors import GroupNotEmptyError
+from txn_log.group.group_activity import GroupActivity
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+
+HOLDER = (
+    "import sys\n"
+    "from txn_log.group.group_activity import GroupActivity\n"
+    "activity = GroupActivity(sys.argv[1])\n"
+    "print(activity.hold(sys.argv[2]), flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def holder(path: Path, group: str) -> subprocess.Popen[str]:
+    """A process that holds ``group`` (as a server with members) until its stdin closes."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), group],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "True"
+    return process
+
+
+def test_a_holder_in_another_process_makes_tools_refuse_until_it_is_gone(tmp_path: Path) -> None:
+    with Log.open(tmp_path / "log") as log:
+        log.create_topic("orders", 1)
+        log.group_offsets.commit("g", {TopicPartition("orders", 0): 3})
+        activity = log.group_offsets.activity
+        first, second = holder(log.path, "g"), holder(log.path, "g")  # two servers at once
+        assert activity.is_active("g") and not activity.is_active("other")
+        with pytest.raises(GroupNotEmptyError, match="'g' has active members"):
+            log.group_offsets.delete_group("g")
+        with pytest.raises(GroupNotEmptyError):
+            log.group_offsets.reset_offsets("g", lambda current: {TopicPartition("orders", 0): 0})
+        first.communicate("")
+        assert activity.is_active("g")  # the second still holds it
+        second.send_signal(signal.SIGKILL)
+        second.wait()
+        assert not activity.is_active("g")  # the kernel dropped the dead holder's lock
+        assert log.group_offsets.delete_group("g") == [TopicPartition("orders", 0)]
+        assert "g" not in log.group_offsets.groups()
+
+
+def test_a_tool_holding_the_group_keeps_holders_out(tmp_path: Path) -> None:
+    activity, server = GroupActivity(tmp_path), GroupActivity(tmp_path)
+    with activity.inactive("g"):
+        assert not server.hold("g")
+    assert server.hold("g") and server.hold("g")  # held: holding again is a no-op
+    server.release("g")
+    assert not activity.is_active("g")

@@ -1,0 +1,90 @@
+"""Editing the ACL file of ``txnlog serve --acl-file`` (format: ``acl``), for ``txnlog acls``
+(kafka-acls --list / --add / --remove).
+
+- A rule is one line; adding writes the lines not already there after the file's text,
+  removing drops the lines whose rule matches, and every other line (comments, blank lines,
+  other rules) is kept as it is.
+- Validate, then change (STYLE 3): the file is read and parsed whole first (a broken file is
+  refused, naming its line, and left alone), and the new text is parsed again before it is
+  written, so the file never holds what the server would refuse to start with.
+- Atomic and durable: the new text replaces the file through the one durable-file rule
+  (``durable_file``: temp file, fsync, rename, directory fsync), so a server starting at any
+  moment reads the old file or the new one, never a mix. Editors serialise on
+  ``<file>.lock`` (an flock), so two ``txnlog acls`` runs never lose each other's change.
+- ``txnlog serve`` reads the file once, when it starts: an edit applies to a running server
+  only after a restart. ``txnlog acls`` says so after every change.
+
+Thread- and process-safe as described.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from txn_log.file_lock import FileLock
+from txn_log.storage.durable_file import write_durably
+from txn_wire.acl import AclFileError, AclRule, load_acls, parse_rules
+
+RESTART_NOTE = (
+    "txnlog serve reads its ACL file when it starts: restart it (SIGTERM, then start it "
+    "again) for this change to apply"
+)
+
+
+def format_rule(rule: AclRule) -> str:
+    """``rule`` as a line of the file."""
+    permission = "allow" if rule.allow else "deny"
+    return (
+        f"{rule.principal} {rule.resource_type.value} {rule.name} {rule.operation.value} "
+        f"{permission}"
+    )
+
+
+def read_rules(path: Path) -> list[AclRule]:
+    """The file's rules, in order; AclFileError naming the line of a broken one."""
+    return list(load_acls(path).rules)
+
+
+def add_rules(path: Path, rules: Iterable[AclRule]) -> list[AclRule]:
+    """Append the rules ``path`` does not hold yet (the file is created if missing); returns
+    those added."""
+    with FileLock(_lock_path(path)):
+        text = path.read_text() if path.exists() else ""
+        existing = set(parse_rules(text, str(path))) if text else set()
+        added = [rule for rule in dict.fromkeys(rules) if rule not in existing]
+        if added:
+            tail = "" if not text or text.endswith("\n") else "\n"
+            new_text = text + tail + "".join(format_rule(rule) + "\n" for rule in added)
+            _replace(path, new_text)
+        return added
+
+
+def remove_rules(path: Path, rules: Iterable[AclRule]) -> list[AclRule]:
+    """Drop every line of ``path`` holding one of ``rules``; returns the rules removed (in file
+    order). AclFileError if the file is missing."""
+    doomed = set(rules)
+    with FileLock(_lock_path(path)):
+        if not path.exists():
+            raise AclFileError(f"ACL file {path}: no such file")
+        kept, removed = [], []
+        text = path.read_text()
+        parse_rules(text, str(path))  # refuse a broken file before anything else
+        for line in text.splitlines(keepends=True):
+            parsed = parse_rules(line, str(path))
+            if parsed and parsed[0] in doomed:
+                removed.append(parsed[0])
+            else:
+                kept.append(line)
+        if removed:
+            _replace(path, "".join(kept))
+        return removed
+
+
+def _replace(path: Path, text: str) -> None:
+    parse_rules(text, str(path))  # never write what the server would refuse
+    write_durably(path, text.encode())
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
