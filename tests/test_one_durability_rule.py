@@ -42,6 +42,7 @@ CREATORS = {
     "fsyncs the directory before a batch in a new one is acknowledged",
     "txn_log/storage/entry_file.py": "offset/time/aborted-transaction indexes, appended in place",
     "txn_log/file_lock.py": "lock files: only their flock matters, never their contents",
+    "txn_log/group/group_activity.py": "group lock files: only their flock matters",
     "txn_log/log_dir/housekeeping.py": "the housekeeping lock, whose stamp is advisory",
 }
 

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from txn_log.errors import GroupNotEmptyError
+from txn_log.storage.durable_file import make_directory
 
 MEMBERS_DIR = "group-members"
 
@@ -120,7 +121,7 @@ class GroupActivity:
 def _open(path: Path, *, create: bool) -> int:
     if not create:
         return os.open(path, os.O_RDONLY)
-    path.parent.mkdir(exist_ok=True)
+    make_directory(path.parent)
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
 

@@ -26,6 +26,8 @@ Files written in place, without this rule, and why that is safe:
   aborted-transaction index is fsynced (and its directory, when created) before the ABORT
   marker it belongs to (B-09, B-10).
 - Lock files (``file_lock.py``): only their ``flock`` matters, never their contents.
+- Group lock files (``group_activity.py``): empty files whose shared or exclusive ``flock``
+  says which groups have members; their contents never matter.
 - The cleaner's segment swap (``cleaner_swap.py``, Kafka's ``.cleaned`` → ``.swap`` protocol)
   replaces a segment and its indexes in several steps, whose order is its crash safety: it
   writes each new file with ``write_synced`` (a name no reader opens, fsynced) and moves them
