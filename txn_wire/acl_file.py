@@ -11,8 +11,8 @@
   (``durable_file``: temp file, fsync, rename, directory fsync), so a server starting at any
   moment reads the old file or the new one, never a mix. Editors serialise on
   ``<file>.lock`` (an flock), so two ``txnlog acls`` runs never lose each other's change.
-- ``txnlog serve`` reads the file once, when it starts: an edit applies to a running server
-  only after a restart. ``txnlog acls`` says so after every change.
+- ``txnlog serve`` re-reads the file when it changes (``WatchedFile``): an edit applies to
+  its next request, as Kafka applies ``kafka-acls`` at once.
 
 Thread- and process-safe as described.
 """
@@ -25,11 +25,6 @@ from pathlib import Path
 from txn_log.file_lock import FileLock
 from txn_log.storage.durable_file import write_durably
 from txn_wire.acl import AclFileError, AclRule, load_acls, parse_rules
-
-RESTART_NOTE = (
-    "txnlog serve reads its ACL file when it starts: restart it (SIGTERM, then start it "
-    "again) for this change to apply"
-)
 
 
 def format_rule(rule: AclRule) -> str:

@@ -228,16 +228,19 @@ class WireServer:
         config: ServeConfig | None = None,
         *,
         users: Users | Callable[[], Users] | None = None,
-        authorizer: Authorizer | None = None,
+        authorizer: Authorizer | Callable[[], Authorizer] | None = None,
     ) -> None:
         """``users``: the SASL users, or what gives them at each new connection (a
         ``WatchedFile``'s ``current``, so credentials changed on disk apply without a restart);
-        None: no authentication."""
+        None: no authentication. ``authorizer``: the ACLs, or what gives them at each request
+        (likewise, so ``txnlog acls`` applies to the next request); None: no ACLs."""
         self.broker = Broker(log, config or ServeConfig())
         self.users: Callable[[], Users] | None = (
             (lambda: users) if isinstance(users, dict) else users
         )
-        self.authorizer = authorizer
+        self.authorizer: Callable[[], Authorizer] | None = (
+            (lambda: authorizer) if isinstance(authorizer, Authorizer) else authorizer
+        )
         settings = self.broker.config
         self.groups = GroupCoordinator(
             settings.group_min_session_timeout_ms,
@@ -357,7 +360,7 @@ class WireServer:
         principal = auth.principal
         if self.authorizer is None or principal is None:  # None: ApiVersions before SASL
             return await HANDLERS[request.api_key](self, request, address)
-        guard = authorize(self.authorizer, principal, request)
+        guard = authorize(self.authorizer(), principal, request)
         if guard.refused:
             logger.info("%s refused api key %d (not authorized)", principal, request.api_key)
             return guard.answer
@@ -383,7 +386,7 @@ async def serve(
     metrics_port: int | None = None,
     on_metrics: Callable[[str, int], None] = lambda host, port: None,
     users: Users | Callable[[], Users] | None = None,
-    authorizer: Authorizer | None = None,
+    authorizer: Authorizer | Callable[[], Authorizer] | None = None,
 ) -> None:
     """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log).
     With ``metrics_port`` (0: a free one), ``GET /metrics`` on the same host answers the

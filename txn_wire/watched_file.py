@@ -3,7 +3,8 @@
 ``kafka-configs --alter --entity-type users`` without a restart).
 
 ``current()`` looks at the file's identity (inode, size, modification time) and re-reads it
-only when that changed. The tools that edit such a file replace it whole (a new file renamed
+only when that changed; the version last read is kept open, so its inode number cannot be
+reused by a newer version. The tools that edit such a file replace it whole (a new file renamed
 over the old one), so a reader sees the old file or the new one, never half of each. A file
 that no longer loads (a hand edit gone wrong, the file removed) keeps the last good contents
 and logs one error per change: a typo must not lock every client out, nor let anyone in.
@@ -30,16 +31,16 @@ class WatchedFile(Generic[T]):
         self.path = Path(path)
         self._load = load
         self._value = loaded
-        self._seen = self._identity()
         self._lock = threading.Lock()
+        self._held: int | None = None
+        self._seen = self._hold()
 
     def current(self) -> T:
-        identity = self._identity()
-        if identity == self._seen:
+        if self._identity() == self._seen:
             return self._value
         with self._lock:
-            if identity != self._seen:
-                self._seen = identity
+            if self._identity() != self._seen:
+                self._seen = self._hold()
                 try:
                     self._value = self._load(self.path)
                     _log.warning("re-read %s: it changed", self.path)
@@ -49,9 +50,26 @@ class WatchedFile(Generic[T]):
                     )
         return self._value
 
+    def _hold(self) -> tuple[int, int, int] | None:
+        """Open the file as it is now, keep it open and return its identity. The file read
+        next is this one or a newer one; holding it keeps its inode number from being given to
+        the file that replaces a later version (two replacements within one tick of the file
+        system's clock, of the same size, would otherwise look unchanged)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            fd = None
+        if self._held is not None:
+            os.close(self._held)
+        self._held = fd
+        return None if fd is None else _key(os.fstat(fd))
+
     def _identity(self) -> tuple[int, int, int] | None:
         try:
-            stat = os.stat(self.path)
+            return _key(os.stat(self.path))
         except OSError:
             return None
-        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _key(stat: os.stat_result) -> tuple[int, int, int]:
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)

@@ -134,7 +134,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_add(args: argparse.Namespace) -> int:
     from txn_wire.acl import AclFileError
-    from txn_wire.acl_file import RESTART_NOTE, add_rules, format_rule
+    from txn_wire.acl_file import add_rules, format_rule
 
     rules = requested_rules(args)
     try:
@@ -146,14 +146,12 @@ def run_add(args: argparse.Namespace) -> int:
     )
     for rule in added:
         print(f"  {format_rule(rule)}")
-    if added:
-        print(f"Note: {RESTART_NOTE}.")
     return EXIT_OK
 
 
 def run_remove(args: argparse.Namespace) -> int:
     from txn_wire.acl import AclFileError
-    from txn_wire.acl_file import RESTART_NOTE, format_rule, remove_rules
+    from txn_wire.acl_file import format_rule, remove_rules
 
     rules = requested_rules(args)
     try:
@@ -170,5 +168,4 @@ def run_remove(args: argparse.Namespace) -> int:
     print(f"Removed {len(removed)} rule(s) from {args.acl_file}")
     for rule in removed:
         print(f"  {format_rule(rule)}")
-    print(f"Note: {RESTART_NOTE}.")
     return EXIT_OK

@@ -127,6 +127,7 @@ def run_serve(args: argparse.Namespace) -> int:
     users: Users | None = None
     watched_users: WatchedFile[Users] | None = None
     authorizer: Authorizer | None = None
+    watched_acls: WatchedFile[Authorizer] | None = None
     try:
         if args.users_file:
             users = load_users(args.users_file)
@@ -134,6 +135,8 @@ def run_serve(args: argparse.Namespace) -> int:
             watched_users = WatchedFile(args.users_file, load_users, users)
         if args.acl_file:
             authorizer = load_acls(args.acl_file)
+            # `txnlog acls` applies to the next request, without a restart
+            watched_acls = WatchedFile(args.acl_file, load_acls, authorizer)
     except (UsersFileError, AclFileError) as error:
         print(f"txnlog serve: {error}", file=sys.stderr, flush=True)
         return EXIT_USAGE
@@ -186,7 +189,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 metrics_port=args.metrics_port,
                 on_metrics=on_metrics,
                 users=watched_users.current if watched_users is not None else None,
-                authorizer=authorizer,
+                authorizer=watched_acls.current if watched_acls is not None else None,
             )
         )
     finally:
