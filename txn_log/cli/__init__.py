@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from txn_log.cli import (
     clean,
     clients,
+    configs,
     dump,
     groups,
     init_log,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (
         init_log,
         topics,
+        configs,
         dump,
         transactions,
         groups,

@@ -1,10 +1,10 @@
 """A process that keeps partition ``t-0`` open and appends to it while another process alters
-the topic's config (``test_config_alter_processes.py``).
+the topic's config (``test_config_alter_processes.py``, ``test_configs_cli.py``).
 
-``python -m tests.txn_log.processes.config_workers LOG_DIR serve``: opens the log (no
-background housekeeping), opens ``t-0`` for writing, appends one record (so the partition and
-its config are cached), prints ``{"step": "ready"}``, then answers one JSON command per stdin
-line with one JSON line:
+``Worker(LOG_DIR, "serve")`` starts ``python -m tests.txn_log.processes.config_workers LOG_DIR
+serve``, which opens the log (no background housekeeping), opens ``t-0`` for writing, appends
+one record (so the partition and its config are cached), prints ``{"step": "ready"}``, then
+answers one JSON command per stdin line with one JSON line:
 
     {"op": "append", "size": N, "key": "k" | null, "codec": C}
         one record of N value bytes, in codec C (0 none .. 4 zstd), as a client batch:
@@ -24,6 +24,7 @@ it once its alteration returned); then appends one more and prints its outcome a
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,43 @@ from txn_log.storage.partition_log import PartitionLog
 from txn_log.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Worker:
+    """This program in its own process, driven by a test one command at a time."""
+
+    def __init__(self, log_dir: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.txn_log.processes.config_workers", str(log_dir), *args],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    def line(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        line = self.proc.stdout.readline()
+        assert line, f"worker ended: {self.proc.wait()} {self.proc.stderr.read()}"
+        return dict(json.loads(line))
+
+    def ask(self, **command: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self.line()
+
+    def append(self, size: int, key: str | None = "k", codec: int = 0) -> dict[str, Any]:
+        return self.ask(op="append", size=size, key=key, codec=codec)
+
+    def stop(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def report(**fields: object) -> None:

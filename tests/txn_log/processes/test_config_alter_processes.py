@@ -12,60 +12,20 @@ and its answer.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.txn_log.processes.config_workers import Worker
 from txn_log.log import Log
 from txn_log.log_dir.alter_configs import AlterConfigOp, OpType
 from txn_log.record.batch_header import Compression
 from txn_log.record.codec import decode_batch
 from txn_log.topic_partition import TopicPartition
 
-ROOT = Path(__file__).resolve().parents[3]
 TP = TopicPartition("t", 0)
 SET, DELETE, APPEND = OpType.SET, OpType.DELETE, OpType.APPEND
-
-
-class Worker:
-    """The appender process, driven one command at a time."""
-
-    def __init__(self, log_dir: Path, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.txn_log.processes.config_workers", str(log_dir), *args],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-
-    def line(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        line = self.proc.stdout.readline()
-        assert line, f"worker ended: {self.proc.wait()} {self.proc.stderr.read()}"
-        return dict(json.loads(line))
-
-    def ask(self, **command: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-        return self.line()
-
-    def append(self, size: int, key: str | None = "k", codec: int = 0) -> dict[str, Any]:
-        return self.ask(op="append", size=size, key=key, codec=codec)
-
-    def stop(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=120)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
