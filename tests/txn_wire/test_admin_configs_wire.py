@@ -26,8 +26,8 @@ from confluent_kafka.admin import (
 )
 
 from tests.support import directory_bytes
-from tests.txn_wire.auth_clients import plain_login, sasl_config, write_acls, write_users
-from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_wire.auth_clients import admin_as, plain_login, serve_with_grants
+from tests.txn_wire.serve_process import ServeProcess
 from tests.txn_wire.wire_clients import RawClient
 from txn_log.log import Log
 from txn_log.record.batch_header import Compression
@@ -364,18 +364,8 @@ def acl_server(tmp_path: Path, log_dir: Path) -> Iterator[ServeProcess]:
     with Log.open(log_dir) as log:
         for topic in ("app-a", "other"):
             log.create_topic(topic, 1)
-    users = write_users(tmp_path / "users.json", {user: f"pw-{user}" for user in CONFIG_GRANTS})
-    lines = [f"User:{u} {grant} allow" for u, grants in CONFIG_GRANTS.items() for grant in grants]
-    acls = write_acls(tmp_path / "acls.txt", lines)
-    served = start_serve(log_dir, "--users-file", str(users), "--acl-file", str(acls))
-    try:
+    with serve_with_grants(tmp_path, log_dir, CONFIG_GRANTS) as served:
         yield served
-    finally:
-        served.stop()
-
-
-def as_user(server: ServeProcess, user: str) -> AdminClient:
-    return admin(server, **sasl_config("PLAIN", user, f"pw-{user}"))
 
 
 def test_alter_configs_needs_alter_configs_on_the_topic_or_the_cluster(
@@ -387,12 +377,12 @@ def test_alter_configs_needs_alter_configs_on_the_topic_or_the_cluster(
         incremental("other", ("retention.ms", "1000", AlterConfigOpType.SET)),
     ]
     for user in ("nobody", "viewer", "operator"):
-        assert codes(as_user(acl_server, user).incremental_alter_configs(asked)) == {
+        assert codes(admin_as(acl_server, user).incremental_alter_configs(asked)) == {
             "app-a": TOPIC_DENIED,
             "other": TOPIC_DENIED,
         }, user
     assert directory_bytes(log_dir, content_only=True) == before
-    assert codes(as_user(acl_server, "tuner").incremental_alter_configs(asked)) == {
+    assert codes(admin_as(acl_server, "tuner").incremental_alter_configs(asked)) == {
         "app-a": 0,
         "other": TOPIC_DENIED,
     }
@@ -401,7 +391,7 @@ def test_alter_configs_needs_alter_configs_on_the_topic_or_the_cluster(
         assert log.topic_config("other").retention_ms != 1000
     # the legacy API and a broker resource: AlterConfigs on the cluster
     broker = ConfigResource(ResourceType.BROKER, "0", set_config={"x": "1"})
-    tuner, operator = as_user(acl_server, "tuner"), as_user(acl_server, "operator")
+    tuner, operator = admin_as(acl_server, "tuner"), admin_as(acl_server, "operator")
     [(code, _)] = outcomes(tuner.alter_configs([broker])).values()
     assert code == CLUSTER_DENIED
     [(code, _)] = outcomes(operator.alter_configs([broker])).values()
