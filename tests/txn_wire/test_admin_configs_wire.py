@@ -33,6 +33,7 @@ from txn_log.log import Log
 from txn_log.record.batch_header import Compression
 from txn_log.topic_partition import TopicPartition as EngineTopicPartition
 
+pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # on purpose
 WAIT_S = 30
 ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, API_VERSIONS = 33, 44, 18
 UNKNOWN_TOPIC, INVALID_TOPIC, TOPIC_DENIED, CLUSTER_DENIED = 3, 17, 29, 31

@@ -148,12 +148,17 @@ def _check_ops(topic: str, ops: Sequence[AlterConfigOp], *, replace: bool) -> No
     """What Kafka refuses before looking at any value (its ``ConfigAdminManager`` answers the
     first two INVALID_REQUEST on the wire, before the engine is asked)."""
     _check_distinct(op.key for op in ops)
-    nulls = [op.key for op in ops if op.value is None and op.op_type is not OpType.DELETE]
-    if nulls:
-        raise InvalidConfigError(f"Null value not supported for topic configs: {','.join(nulls)}")
     for op in ops:
         if not isinstance(op.op_type, OpType):
-            raise InvalidConfigError(f"unknown operation {op.op_type!r} for config {op.key!r}")
+            raise InvalidConfigError(
+                f"unknown operation {shown_value(op.op_type)} for config {shown_value(op.key)}; "
+                f"valid operations are {', '.join(t.name for t in OpType)}"
+            )
+    nulls = [op.key for op in ops if op.value is None and op.op_type is not OpType.DELETE]
+    if nulls:
+        shown = ",".join(shown_value(key) for key in nulls[:10])
+        raise InvalidConfigError(f"Null value not supported for topic configs: {shown}")
+    for op in ops:
         if op.key not in KEYS:
             raise InvalidConfigError(
                 f"unknown topic config {shown_value(op.key)}; valid keys are "

@@ -93,6 +93,7 @@ def test_append_and_subtract_work_on_cleanup_policy_as_kafka_lists_do(log: Log) 
         ([AlterConfigOp("segment.bytes", SUBTRACT, "5")], "Can't SUBTRACT to key segment.bytes"),
         ([AlterConfigOp("no.such.key", SET, "1")], "unknown topic config 'no.such.key'"),
         ([AlterConfigOp("retention.ms", SET, None)], "Null value not supported"),
+        ([AlterConfigOp("retention.ms", 7, "1")], "unknown operation 7"),  # an int, not an OpType
         ([AlterConfigOp("cleanup.policy", APPEND, None)], "Null value not supported"),
         (
             [AlterConfigOp("retention.ms", SET, "1"), AlterConfigOp("retention.ms", DELETE)],
