@@ -127,6 +127,7 @@ class PartitionLog(PartitionReader):
         coordinator verified it (KIP-890): a partition of a ``Log``, which has a coordinator;
         not a partition opened on its own (tests, benchmarks), which has none."""
         self._lock = lock
+        self._writing = False  # inside _write_locked (only the lock holder reads or sets it)
         self._needs_recovery = needs_recovery  # opened while another process held the lock
         self.last_recovery: list[str] = list(loaded.recovery)
 
@@ -219,7 +220,7 @@ class PartitionLog(PartitionReader):
         return LogLoader(self.directory, self.topic_partition, self.config, self._clock)
 
     @contextmanager
-    def _write_locked(self, *, wait: bool = True) -> Iterator[None]:
+    def _write_locked(self, *, wait: bool = True, refresh: bool = True) -> Iterator[None]:
         """Hold the partition for a write: the file lock first, then this object's mutex.
 
         The file lock comes first so that a thread waiting for another process's append
@@ -228,7 +229,9 @@ class PartitionLog(PartitionReader):
         into a partition deleted (or re-created) since it was opened is refused before
         anything is written, and the topic's config read again if another process changed
         it (``refresh_config``: retention, rolls, markers and the cleaner's steps apply the
-        config in force). ``wait=False`` raises LogLockedError instead of waiting.
+        config in force), once per outermost write: a roll inside an append works with the
+        append's config, and ``refresh`` False (an append, which read it before validating)
+        keeps the one just read. ``wait=False`` raises LogLockedError instead of waiting.
         """
         if wait:
             self._lock.acquire()
@@ -240,14 +243,19 @@ class PartitionLog(PartitionReader):
             with self._mutex:
                 if self._identity is not None:
                     check_identity(self.directory, self._identity, str(self.topic_partition))
-                self.refresh_config()
+                if refresh and not self._writing:
+                    self.refresh_config()
                 if self._needs_recovery:
                     self._identity = read_identity(self.directory, str(self.topic_partition))
                     loaded = self._loader().load()
                     self._install(loaded)
                     self.last_recovery += loaded.recovery
                     self._needs_recovery = False
-                yield
+                outermost, self._writing = not self._writing, True
+                try:
+                    yield
+                finally:
+                    self._writing = not outermost
         finally:
             self._lock.release()
 
@@ -312,7 +320,7 @@ class PartitionLog(PartitionReader):
         header = validate_client_batch(self.topic_partition, config, data, client=client)
         if client:
             data, header = maybe_recompress(self.topic_partition, config, data, header)
-        with self._write_locked():
+        with self._write_locked(refresh=False):  # the config validated with is the one used
             self._catch_up()
             state = self.producer_state
             # Kafka looks for retries of client batches only: coordinator batches (offset
