@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from txn_log.owned_fd import owned_fd
+from txn_log.storage.file_io import pread_fully
 from txn_log.topic_config import TopicConfig
 
 
@@ -62,9 +63,7 @@ class TopicConfigWatch:
         close = owned_fd(self, fd)
         try:
             stat = os.fstat(fd)
-            data = bytearray()
-            while chunk := os.read(fd, 1 << 16):
-                data += chunk
+            data = pread_fully(fd, stat.st_size, 0)  # never rewritten in place: replaced whole
             config = TopicConfig.from_mapping(json.loads(data).get("config"))
         except BaseException:
             close()
