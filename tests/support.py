@@ -44,9 +44,10 @@ def open_transaction(
 
 def override_internal_config(path: Path, overrides: dict[str, str]) -> None:
     """Rewrite the internal topics' config files of the log at ``path`` with ``overrides``
-    (there is no alter-configs API), e.g. a lower ``segment.bytes`` so that a short run rolls
-    them as a long history would. Only with no process holding the log open, right after its
-    creation: every process that opens it later reads the new config."""
+    directly, e.g. a lower ``segment.bytes`` so that a short run rolls them as a long history
+    would (``Log.incremental_alter_topic_config`` does this for the keys it lets change on an
+    internal topic; this raw rewrite takes any). Only with no process holding the log open,
+    right after its creation."""
     from txn_log.log_dir.log_manager import TOPICS_DIR, write_json_atomically
     from txn_log.topic_config import INTERNAL_TOPICS
 

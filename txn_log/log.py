@@ -18,7 +18,7 @@ has open, periodically and on demand (``housekeeping``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from txn_log.clock import SYSTEM_CLOCK, Clock
@@ -26,6 +26,7 @@ from txn_log.consumer.consumer import Consumer
 from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.group.group_offsets import GroupOffsetStore, OffsetAndMetadata
+from txn_log.log_dir.alter_configs import AlterConfigOp, set_ops
 from txn_log.log_dir.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
@@ -119,7 +120,31 @@ class Log:
         return self.log_manager.partitions(topic)
 
     def topic_config(self, topic: str) -> TopicConfig:
+        """The topic's config as it is now (peers may alter it: ``alter_topic_config``)."""
         return self.log_manager.topic_config(topic)
+
+    def topic_config_overrides(self, topic: str) -> frozenset[str]:
+        """The keys of the topic's config set explicitly, at creation or by an alteration."""
+        return self.log_manager.topic_config_overrides(topic)
+
+    def alter_topic_config(
+        self, name: str, config: Mapping[str, Any], *, validate_only: bool = False
+    ) -> TopicConfig:
+        """Replace the topic's config (Kafka's AlterConfigs): the keys of ``config`` take its
+        values, every other key goes back to its default; returns the new config. Every
+        process applies it at its next operation on the topic (``LogManager.
+        alter_topic_config``, which documents the errors); ``validate_only`` writes nothing."""
+        return self.log_manager.alter_topic_config(
+            name, set_ops(config), replace=True, validate_only=validate_only
+        )
+
+    def incremental_alter_topic_config(
+        self, name: str, ops: Sequence[AlterConfigOp], *, validate_only: bool = False
+    ) -> TopicConfig:
+        """Change the keys ``ops`` name (Kafka's IncrementalAlterConfigs: SET, DELETE back to
+        the default, APPEND to / SUBTRACT from cleanup.policy), the others unchanged; returns
+        the new config. As ``alter_topic_config`` otherwise."""
+        return self.log_manager.alter_topic_config(name, ops, validate_only=validate_only)
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's id (Kafka's printed form), read afresh (``LogManager.topic_id``)."""

@@ -11,6 +11,14 @@ uncleaned bytes that makes the cleaner run, ``min.compaction.lag.ms`` how old a 
 record must be before it is cleaned, ``max.compaction.lag.ms`` how long dirty data may wait:
 past it the cleaner cleans the partition whatever its dirty ratio, and the active segment rolls
 (by time, even without appends) so that the data can be cleaned (KIP-354).
+
+``compression.type`` is the codec the topic stores its batches in, with Kafka's values:
+``producer`` (the default: each batch as its producer compressed it), ``uncompressed``,
+``gzip``, ``snappy``, ``lz4`` or ``zstd``; a client batch in another codec is compressed again
+on append (``storage.log_validator``, Kafka's LogValidator).
+
+Every value here may change after the topic is created (``LogManager.alter_topic_config``);
+a process applies the new one at its next operation on the topic (``topic_config_watch``).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from txn_log.errors import InvalidConfigError, InvalidTopicError
-from txn_log.record.batch_header import TimestampType
+from txn_log.record.batch_header import Compression, TimestampType
 
 MAX_TOPIC_NAME_LENGTH = 249
 LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -84,6 +92,16 @@ class TopicConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 2**63 - 1  # Kafka's Long.MAX_VALUE: no deadline
+    compression_type: str = "producer"  # one of COMPRESSION_TYPES
+
+    def target_compression(self, source: Compression) -> Compression:
+        """The codec a batch compressed with ``source`` is stored in (Kafka's
+        ``BrokerCompressionType.targetCompression``): ``source`` itself under ``producer``."""
+        if self.compression_type == "producer":
+            return source
+        if self.compression_type == "uncompressed":
+            return Compression.NONE
+        return Compression[self.compression_type.upper()]
 
     @property
     def compact(self) -> bool:
@@ -111,7 +129,8 @@ class TopicConfig:
         for key, raw in (config or {}).items():
             if key not in KEYS:
                 raise InvalidConfigError(
-                    f"unknown topic config {key!r}; valid keys are {', '.join(sorted(KEYS))}"
+                    f"unknown topic config {shown_value(key)}; valid keys are "
+                    f"{', '.join(sorted(KEYS))}"
                 )
             values[KEYS[key]] = _parse_value(key, raw)
         return cls(**values)
@@ -142,7 +161,15 @@ _MINIMUMS = {
     "min.compaction.lag.ms": 0,
     "max.compaction.lag.ms": 1,
 }
+_INT32_KEYS = frozenset({"segment.bytes", "max.message.bytes", "index.interval.bytes"})
+"""Keys Kafka types INT (int32); the other integers are LONG (int64)."""
 CLEANUP_POLICIES = ("delete", "compact")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+"""Kafka's ``compression.type`` values for a topic (``BrokerCompressionType``); ``none`` is a
+producer setting, not a topic's."""
+LIST_KEYS = frozenset({"cleanup.policy"})
+"""Keys whose value is a comma-separated list (Kafka's ``ConfigDef.Type.LIST``): the ones an
+incremental alteration may APPEND to or SUBTRACT from."""
 
 
 def parse_cleanup_policy(raw: Any) -> str:
@@ -151,7 +178,7 @@ def parse_cleanup_policy(raw: Any) -> str:
     parts = [part.strip().lower() for part in str(raw).split(",")]
     if not parts or any(part not in CLEANUP_POLICIES for part in parts):
         raise InvalidConfigError(
-            f"invalid value {raw!r} for topic config 'cleanup.policy'; valid values are "
+            f"invalid value {shown_value(raw)} for topic config 'cleanup.policy'; valid values are "
             "delete, compact, compact,delete"
         )
     return ",".join(policy for policy in ("compact", "delete") if policy in parts)
@@ -162,7 +189,8 @@ def _parse_ratio(key: str, raw: Any) -> float:
         value = float(raw)
     except (TypeError, ValueError):
         raise InvalidConfigError(
-            f"invalid value {raw!r} for topic config {key!r}; expected a number from 0 to 1"
+            f"invalid value {shown_value(raw)} for topic config {key!r}; expected a number "
+            "from 0 to 1"
         ) from None
     if not 0.0 <= value <= 1.0:
         raise InvalidConfigError(
@@ -176,29 +204,50 @@ def _parse_value(key: str, raw: Any) -> Any:
         return parse_cleanup_policy(raw)
     if key == "min.cleanable.dirty.ratio":
         return _parse_ratio(key, raw)
+    if key == "compression.type":
+        text = str(raw).strip().lower()
+        if text not in COMPRESSION_TYPES:
+            raise InvalidConfigError(
+                f"invalid value {shown_value(raw)} for topic config 'compression.type'; valid "
+                f"values are {', '.join(COMPRESSION_TYPES)}"
+            )
+        return text
     if key == "message.timestamp.type":
         for ts_type, name in _TIMESTAMP_TYPE_NAMES.items():
             if str(raw) == name:
                 return ts_type
         raise InvalidConfigError(
-            f"invalid value {raw!r} for topic config {key!r}; valid values are CreateTime, "
-            "LogAppendTime"
+            f"invalid value {shown_value(raw)} for topic config {key!r}; valid values are "
+            "CreateTime, LogAppendTime"
         )
     if key == "check.expected.offsets":
         text = str(raw).strip().lower()
         if text not in ("true", "false"):
             raise InvalidConfigError(
-                f"invalid value {raw!r} for topic config {key!r}; valid values are true, false"
+                f"invalid value {shown_value(raw)} for topic config {key!r}; valid values are "
+                "true, false"
             )
         return text == "true"
     try:
         value = int(raw)
     except (TypeError, ValueError):
         raise InvalidConfigError(
-            f"invalid value {raw!r} for topic config {key!r}; expected an integer"
+            f"invalid value {shown_value(raw)} for topic config {key!r}; expected an integer"
         ) from None
     if value < _MINIMUMS[key]:
         raise InvalidConfigError(
             f"invalid value {value} for topic config {key!r}; the minimum is {_MINIMUMS[key]}"
         )
+    maximum = 2**31 - 1 if key in _INT32_KEYS else 2**63 - 1
+    if value > maximum:
+        raise InvalidConfigError(
+            f"invalid value {shown_value(raw)} for topic config {key!r}; the maximum is {maximum}"
+        )
     return value
+
+
+def shown_value(raw: Any) -> str:
+    """``raw`` as an error message shows it: its repr, cut short (a key or value from the
+    wire may be megabytes)."""
+    text = repr(raw)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"

@@ -42,11 +42,12 @@ then ``Log.delete_topic`` per topic (by id: only the topic of that id, so a name
 re-created by another peer meanwhile is not deleted: UNKNOWN_TOPIC_ID). The deletion is done
 when the answer goes out, so any ``timeout_ms`` is met and none is waited for; throttle 0.
 
-DescribeConfigs answers topic resources (type 2) from the topic's ``TopicConfig`` (every key,
-or the keys asked for; source DYNAMIC_TOPIC_CONFIG where the value differs from the default,
-else DEFAULT_CONFIG); a broker resource (type 4) is answered with no configs; an unknown topic
-is UNKNOWN_TOPIC_OR_PARTITION (3), another resource type INVALID_REQUEST (42). Thread-safe:
-runs on worker threads like every blocking handler.
+DescribeConfigs answers topic resources (type 2) from the topic's ``TopicConfig`` as its file
+says now (every key, or the keys asked for; source DYNAMIC_TOPIC_CONFIG for the keys set at
+creation or altered since, ``Log.topic_config_overrides``, else DEFAULT_CONFIG; AlterConfigs and
+IncrementalAlterConfigs: ``admin_configs``); a broker resource (type 4) is answered with no
+configs; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (3), another resource type
+INVALID_REQUEST (42). Thread-safe: runs on worker threads like every blocking handler.
 """
 
 from __future__ import annotations
@@ -135,7 +136,9 @@ def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) 
         "error_message": None,
         "num_partitions": partitions,
         "replication_factor": 1,
-        "configs": [_config_entry(key, entry) for key, entry in _values(config).items()],
+        "configs": [
+            _config_entry(key, entry) for key, entry in _values(config, frozenset(configs)).items()
+        ],
     }
 
 
@@ -264,10 +267,9 @@ def _refused(result: Plain, code: int, message: str) -> Plain:
     return {**result, "error_code": code, "error_message": message}
 
 
-def _values(config: TopicConfig) -> dict[str, tuple[Any, bool]]:
-    """Kafka-named keys → (value, whether it differs from the default)."""
-    defaults = TopicConfig().to_mapping()
-    return {key: (value, value != defaults[key]) for key, value in config.to_mapping().items()}
+def _values(config: TopicConfig, overrides: frozenset[str]) -> dict[str, tuple[Any, bool]]:
+    """Kafka-named keys → (value, whether the topic overrides it)."""
+    return {key: (value, key in overrides) for key, value in config.to_mapping().items()}
 
 
 def _text(value: Any) -> str:
@@ -302,10 +304,11 @@ def _describe(broker: Broker, resource: Plain) -> Plain:
         return _refused(result, INVALID_REQUEST, f"resource type {kind} is not served")
     try:
         config = broker.log.topic_config(name)
+        overrides = broker.log.topic_config_overrides(name)
     except TxnLogError as error:
         return _refused(result, error_code(error, DESCRIBE_CONFIGS), str(error))
     keys = resource.get("configuration_keys")
-    values = _values(config)
+    values = _values(config, overrides)
     chosen = values if keys is None else {k: values[k] for k in keys if k in values}
     return {
         **result,

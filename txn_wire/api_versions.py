@@ -46,8 +46,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     26: (0, 3),  # EndTxn
     28: (0, 3),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    44: (0, 1),  # IncrementalAlterConfigs
 }
 """api key → (min version, max version), inclusive."""
 

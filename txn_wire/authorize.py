@@ -43,6 +43,10 @@ DeleteTopics           Delete on the cluster, or Delete on each topic;  29, that
 CreatePartitions       Alter on each topic (a name given twice is       29, that topic
                        INVALID_REQUEST first, as Kafka answers it)
 DeleteGroups           Delete on each group                             30, that group
+AlterConfigs,          AlterConfigs on each topic; on the cluster for   29 the topic; 31
+IncrementalAlter-      a broker resource (what Kafka's broker refuses   the broker
+Configs                as INVALID_REQUEST first is answered so:
+                       ``authorize_configs``)
 =====================  ===============================================  ===================
 
 A refused part never reaches the handler: the request is narrowed to the allowed parts, the
@@ -63,6 +67,7 @@ from collections.abc import Callable
 
 from txn_wire import authorize_groups as groups
 from txn_wire.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from txn_wire.authorize_configs import alter_configs
 from txn_wire.codec import Plain, Request
 from txn_wire.guard import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -398,7 +403,9 @@ RULES: dict[int, Callable[[Check], Guard]] = {
     19: _create_topics,
     20: _delete_topics,
     32: _describe_configs,
+    33: alter_configs,
     37: _create_partitions,
     42: groups.delete_groups,
+    44: alter_configs,
 }
 """api key → its rule; ApiVersions and the SASL APIs need no authorization."""

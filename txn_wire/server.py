@@ -37,6 +37,7 @@ from typing import Any
 from txn_log import Log
 from txn_wire import api_versions
 from txn_wire.acl import Authorizer
+from txn_wire.admin_configs import handle_alter_configs, handle_incremental_alter_configs
 from txn_wire.admin_groups import handle_delete_groups
 from txn_wire.admin_partitions import handle_create_partitions
 from txn_wire.admin_topics import (
@@ -214,8 +215,10 @@ HANDLERS: dict[int, Handler] = {
     26: _blocking(handle_end_txn),
     28: _txn_offset_commit,
     32: _blocking(handle_describe_configs),
+    33: _blocking(handle_alter_configs),
     37: _blocking(handle_create_partitions),
     42: _blocking(handle_delete_groups),
+    44: _blocking(handle_incremental_alter_configs),
 }
 
 

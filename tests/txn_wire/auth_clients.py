@@ -1,12 +1,17 @@
 """Helpers for the authentication and ACL tests: users and ACL files, a raw client that logs
-in with SASL PLAIN, and confluent-kafka settings for SASL."""
+in with SASL PLAIN, confluent-kafka settings for SASL, and a server whose users hold grants."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
+from tests.txn_wire.serve_process import ServeProcess, start_serve
 from tests.txn_wire.wire_clients import RawClient
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -43,3 +48,26 @@ def sasl_config(mechanism: str, user: str, password: str) -> dict[str, Any]:
         "sasl.username": user,
         "sasl.password": password,
     }
+
+
+@contextmanager
+def serve_with_grants(
+    files: Path, log_dir: Path, grants: dict[str, list[str]]
+) -> Iterator[ServeProcess]:
+    """``txnlog serve`` over ``log_dir`` whose users (password ``pw-<user>``, files written in
+    ``files``) are each allowed their ``grants`` ("topic app-* Delete" ...), nothing else."""
+    users = write_users(files / "users.json", {user: f"pw-{user}" for user in grants})
+    lines = [f"User:{u} {grant} allow" for u, listed in grants.items() for grant in listed]
+    acls = write_acls(files / "acls.txt", lines)
+    served = start_serve(log_dir, "--users-file", str(users), "--acl-file", str(acls))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def admin_as(server: ServeProcess, user: str) -> AdminClient:
+    """An AdminClient logged in as ``user`` of ``serve_with_grants``."""
+    return AdminClient(
+        {"bootstrap.servers": server.bootstrap, **sasl_config("PLAIN", user, f"pw-{user}")}
+    )

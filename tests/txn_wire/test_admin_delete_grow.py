@@ -15,7 +15,14 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, NewPartitions
 
 from tests.support import directory_bytes
-from tests.txn_wire.auth_clients import plain_login, sasl_config, write_acls, write_users
+from tests.txn_wire.auth_clients import (
+    admin_as,
+    plain_login,
+    sasl_config,
+    serve_with_grants,
+    write_acls,
+    write_users,
+)
 from tests.txn_wire.serve_process import ServeProcess, start_serve
 from tests.txn_wire.wire_clients import RawClient
 from txn_log.log import Log
@@ -254,18 +261,11 @@ def acl_server(tmp_path: Path, log_dir: Path) -> Iterator[ServeProcess]:
     with Log.open(log_dir) as log:
         for topic in ("app-a", "app-b", "app-c", "other"):
             log.create_topic(topic, 1)
-    users = write_users(tmp_path / "users.json", {user: f"pw-{user}" for user in ADMIN_GRANTS})
-    lines = [f"User:{u} {grant} allow" for u, grants in ADMIN_GRANTS.items() for grant in grants]
-    acls = write_acls(tmp_path / "acls.txt", lines)
-    served = start_serve(log_dir, "--users-file", str(users), "--acl-file", str(acls))
-    try:
+    with serve_with_grants(tmp_path, log_dir, ADMIN_GRANTS) as served:
         yield served
-    finally:
-        served.stop()
 
 
-def as_user(server: ServeProcess, user: str) -> AdminClient:
-    return admin(server, **sasl_config("PLAIN", user, f"pw-{user}"))
+as_user = admin_as
 
 
 def test_delete_topics_needs_delete_on_the_topic_or_the_cluster(

@@ -17,6 +17,7 @@ from txn_log.cli import (
     acls,
     clean,
     clients,
+    configs,
     dump,
     get_offsets,
     groups,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (
         init_log,
         topics,
+        configs,
         dump,
         get_offsets,
         transactions,

@@ -271,7 +271,7 @@ def iter_deliverable_batches(
     from txn_log.record.compression import records_limit
 
     aborted = AbortedTxnFilter(aborted_txns)
-    max_records_bytes = records_limit(plog.config.max_message_bytes)
+    max_records_bytes = records_limit(plog.refresh_config().max_message_bytes)
     stats = stats if stats is not None else ReadStats()
     for header, data in plog.read(start, end):
         stats.batches += 1

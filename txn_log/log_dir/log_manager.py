@@ -24,7 +24,7 @@ import shlex
 import shutil
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,12 @@ from txn_log.errors import (
 )
 from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
+from txn_log.log_dir.alter_configs import (
+    AlterConfigOp,
+    alter_config,
+    defaults_for,
+    stored_overrides,
+)
 from txn_log.log_dir.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
@@ -50,6 +56,7 @@ from txn_log.log_dir.housekeeping import (
     validate_io_rate,
 )
 from txn_log.log_dir.producer_id_manager import ProducerIdManager
+from txn_log.log_dir.topic_config_watch import TopicConfigWatch
 from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
 from txn_log.storage.log_cleaner import CleanerStats, clean_partition
 from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
@@ -110,6 +117,7 @@ class LogManager:
         self._mutex = threading.RLock()
         self._topics: dict[str, dict[str, Any]] = {}
         self._partitions: dict[TopicPartition, PartitionReader] = {}  # writers unless read_only
+        self._config_watches: dict[str, TopicConfigWatch] = {}
         self.producer_ids = ProducerIdManager(path)
         self._housekeeper: Housekeeper | None = None
         self._cleaner_io_rate: float = DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND
@@ -274,6 +282,7 @@ class LogManager:
                 "topic_id": topic_id,
                 "partitions": partitions,
                 "config": topic_config.to_mapping(),
+                "config_overrides": sorted(config or {}),
                 "created_ms": self.clock.time_ms(),
             }
             write_json_atomically(meta_path, document)
@@ -425,7 +434,64 @@ class LogManager:
         return [TopicPartition(topic, p) for p in range(count)]
 
     def topic_config(self, topic: str) -> TopicConfig:
-        return TopicConfig.from_mapping(self._read_topic(topic)["config"])
+        """The topic's config as its file says now (a ``stat`` when unchanged: peers may alter
+        it, ``alter_topic_config``); UnknownTopicOrPartitionError if there never was one. A
+        topic deleted since it was last read keeps its last config."""
+        try:
+            return self._config_watch(topic).current()
+        except FileNotFoundError:
+            self._read_topic(topic, refresh=True)  # raises, naming the topics there are
+            raise
+
+    def _config_watch(self, topic: str) -> TopicConfigWatch:
+        with self._mutex:
+            watch = self._config_watches.get(topic)
+            if watch is None:
+                watch = self._config_watches[topic] = TopicConfigWatch(self._meta_path(topic))
+            return watch
+
+    def topic_config_overrides(self, topic: str) -> frozenset[str]:
+        """The keys of the topic's config set explicitly, at creation or since (Kafka's
+        topic-level overrides; ``alter_configs.stored_overrides``), read afresh."""
+        document = self._read_topic(topic, refresh=True)
+        return stored_overrides(document, defaults_for(topic, INTERNAL_CONFIG))
+
+    def alter_topic_config(
+        self,
+        name: str,
+        ops: Sequence[AlterConfigOp],
+        *,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> TopicConfig:
+        """Change topic ``name``'s config (Kafka's AlterConfigs with ``replace``, else
+        IncrementalAlterConfigs; ``alter_configs`` has the rules) and return the new config.
+
+        Refused with nothing written: an unknown topic (UnknownTopicOrPartitionError), an
+        invalid operation or value, or a key of an internal topic the engine depends on
+        (InvalidConfigError). ``validate_only`` checks all that and writes nothing. The change
+        is computed from the file read afresh under the log lock, the lock every topic change
+        holds (so two peers' alterations, or an alteration and a growth, never undo each
+        other), and the file replaced atomically and durably. Every process applies it at
+        its next operation on the topic (``topic_config_watch``): appends, rolls, retention
+        and the cleaner, in this process and the others, without reopening.
+        """
+        self._check_writable(f"alter_topic_config({name!r})")
+        if validate_only:
+            document = self._read_topic(name, refresh=True)
+            return alter_config(
+                name, document, ops, replace=replace, internal_config=INTERNAL_CONFIG
+            ).config
+        with self._lock:
+            document = self._read_topic(name, refresh=True)
+            altered = alter_config(
+                name, document, ops, replace=replace, internal_config=INTERNAL_CONFIG
+            )
+            changed = {**document, **altered.document_fields()}
+            write_json_atomically(self._meta_path(name), changed)
+            with self._mutex:
+                self._topics[name] = changed
+        return altered.config
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's id in Kafka's printed form, read afresh (None only on a log opened
@@ -492,7 +558,8 @@ class LogManager:
                     f"partition {topic_partition.partition} of topic {topic_partition.topic!r} "
                     f"does not exist; valid partitions are 0..{count - 1}"
                 )
-            config = self.topic_config(topic_partition.topic)
+            watch = self._config_watch(topic_partition.topic)
+            config = watch.current()
         # opened outside the mutex: other threads' partitions are not held up by its I/O
         directory = self.path / topic_partition.directory_name
         opened: PartitionReader
@@ -506,6 +573,7 @@ class LogManager:
                 verifies_transactions=True,
             )  # fmt: skip
         self._check_owned(opened, document)
+        opened.follow_config(watch.current)  # a config peers alter applies without reopening
         with self._mutex:
             raced = self._partitions.get(topic_partition)
             if raced is not None and raced.is_current():
@@ -622,4 +690,6 @@ class LogManager:
             for log in self._partitions.values():
                 log.close()
             self._partitions.clear()
+            for watch in self._config_watches.values():
+                watch.close()
             self._lock.close()

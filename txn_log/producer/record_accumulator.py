@@ -187,7 +187,7 @@ class RecordAccumulator:
             # producer, so its sequence starts again at 0 (P-10: an unknown producer starts at 0)
             self._sequences.pop(tp, None)
             self._topic_ids[tp] = plog.topic_id
-        limit = min(plog.config.max_message_bytes, MAX_BATCH_BYTES)
+        limit = min(plog.refresh_config().max_message_bytes, MAX_BATCH_BYTES)
         results = []
         count = buffer.count
         while buffer.count:

@@ -368,7 +368,7 @@ def clean_partition(
     ``wait`` (housekeeping) a partition a writer holds at those moments is skipped.
     """
     name = str(partition.topic_partition)
-    config = partition.config
+    config = partition.refresh_config()  # cleanup.policy and the lags as they are now
     if not config.compact:
         return CleanerStats(name, skipped=f"cleanup.policy is {config.cleanup_policy}")
     directory = partition.directory
@@ -430,7 +430,7 @@ def cleaning_priority(partition: PartitionLog, now_ms: int) -> float | None:
     active segment whose first batch is older than the topic's roll time (``max_segment_ms``,
     so a quiet partition's data becomes cleanable). Never waits: None when a writer holds it.
     """
-    if not partition.config.compact:
+    if not partition.refresh_config().compact:  # as another process may have altered it
         return None
     try:
         partition.maybe_roll_by_time()

@@ -22,6 +22,14 @@ LogAppendTime), never more:
      remove it).
    Kafka's errors: INVALID_RECORD (87) for a batch whose parts disagree, CORRUPT_MESSAGE (2)
    for bytes that do not decode, MESSAGE_TOO_LARGE (10) for size.
+   Then ``maybe_recompress``: when the topic's ``compression.type`` is a codec (not
+   ``producer``) and the batch is in another one, the batch is compressed again in the
+   topic's codec (``record.recompression``), keeping its producer id, epoch, sequence,
+   transactional bit, timestamps and records; its size is checked against
+   ``max.message.bytes`` again, as Kafka does when a message's size may have changed. The
+   caller passes client batches only: a control batch is never recompressed (Kafka: "do not
+   compress control records"), nor are the coordinators' own batches. The second CRC
+   computation of such an append is the new batch's.
 2. Under the lock, ``assign_offsets`` rewrites the base offset, which lies outside the CRC
    (F-11), so the CRC checked in step 1 still holds, and, when the topic asks for
    LogAppendTime, stamps it inside the CRC and recomputes the CRC once (T-08). The header is
@@ -52,6 +60,7 @@ from txn_log.record.batch_header import (
 )
 from txn_log.record.batch_records import check_records
 from txn_log.record.compression import records_limit
+from txn_log.record.recompression import recompress_batch
 from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
@@ -86,6 +95,30 @@ def validate_client_batch(
     if client:
         _check_records(topic_partition, config, batch, header)
     return header
+
+
+def maybe_recompress(
+    topic_partition: TopicPartition, config: TopicConfig, batch: bytearray, header: BatchHeader
+) -> tuple[bytearray, BatchHeader]:
+    """``(batch, header)`` as the topic stores it: unchanged when its codec is the topic's
+    target (``TopicConfig.target_compression``), else a copy compressed again in that codec
+    (step 1 above). RecordTooLargeError when the new batch exceeds ``max.message.bytes``."""
+    target = config.target_compression(header.compression)
+    if target is header.compression or header.is_control:
+        return batch, header
+    limit = records_limit(config.max_message_bytes)
+    try:
+        converted = recompress_batch(batch, header, target, limit)
+    except TxnLogError as error:
+        raise type(error)(f"{topic_partition}: {error}") from None
+    if len(converted) > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"{topic_partition}: batch of {len(batch)} bytes in {header.compression.name.lower()}"
+            f" is {len(converted)} bytes in the topic's compression.type "
+            f"{config.compression_type}, more than its max.message.bytes of "
+            f"{config.max_message_bytes}"
+        )
+    return converted, parse_header(converted)
 
 
 def _check_header(topic_partition: TopicPartition, header: BatchHeader, *, client: bool) -> None:

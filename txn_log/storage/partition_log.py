@@ -49,6 +49,7 @@ from txn_log.storage.log_validator import (
     NO_EXPECTED_OFFSET,
     assign_offsets,
     check_expected_offset,
+    maybe_recompress,
     validate_client_batch,
 )
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
@@ -126,6 +127,7 @@ class PartitionLog(PartitionReader):
         coordinator verified it (KIP-890): a partition of a ``Log``, which has a coordinator;
         not a partition opened on its own (tests, benchmarks), which has none."""
         self._lock = lock
+        self._writing = False  # inside _write_locked (only the lock holder reads or sets it)
         self._needs_recovery = needs_recovery  # opened while another process held the lock
         self.last_recovery: list[str] = list(loaded.recovery)
 
@@ -218,14 +220,18 @@ class PartitionLog(PartitionReader):
         return LogLoader(self.directory, self.topic_partition, self.config, self._clock)
 
     @contextmanager
-    def _write_locked(self, *, wait: bool = True) -> Iterator[None]:
+    def _write_locked(self, *, wait: bool = True, refresh: bool = True) -> Iterator[None]:
         """Hold the partition for a write: the file lock first, then this object's mutex.
 
         The file lock comes first so that a thread waiting for another process's append
         (even one frozen mid-append) holds no mutex a reader of this process needs (readers
         never wait on writers). Under the lock the partition's identity is checked: a write
         into a partition deleted (or re-created) since it was opened is refused before
-        anything is written. ``wait=False`` raises LogLockedError instead of waiting.
+        anything is written, and the topic's config read again if another process changed
+        it (``refresh_config``: retention, rolls, markers and the cleaner's steps apply the
+        config in force), once per outermost write: a roll inside an append works with the
+        append's config, and ``refresh`` False (an append, which read it before validating)
+        keeps the one just read. ``wait=False`` raises LogLockedError instead of waiting.
         """
         if wait:
             self._lock.acquire()
@@ -237,13 +243,19 @@ class PartitionLog(PartitionReader):
             with self._mutex:
                 if self._identity is not None:
                     check_identity(self.directory, self._identity, str(self.topic_partition))
+                if refresh and not self._writing:
+                    self.refresh_config()
                 if self._needs_recovery:
                     self._identity = read_identity(self.directory, str(self.topic_partition))
                     loaded = self._loader().load()
                     self._install(loaded)
                     self.last_recovery += loaded.recovery
                     self._needs_recovery = False
-                yield
+                outermost, self._writing = not self._writing, True
+                try:
+                    yield
+                finally:
+                    self._writing = not outermost
         finally:
             self._lock.release()
 
@@ -294,19 +306,26 @@ class PartitionLog(PartitionReader):
         COORDINATOR (transactional offset commits) checks the epoch but not sequences (O-03).
         Internal topics take COORDINATOR appends only: a CLIENT one raises InvalidTopicError
         (C-03) before anything is written.
+
+        The topic's config is read again first (``refresh_config``), so a config another
+        process changed applies from this batch on: its ``max.message.bytes``, and its
+        ``compression.type``, in which a CLIENT batch of another codec is stored
+        (``log_validator.maybe_recompress``; the result's offsets are the same).
         """
-        if origin is AppendOrigin.CLIENT:
+        client = origin is AppendOrigin.CLIENT
+        if client:
             check_client_append(self.topic_partition.topic)
+        config = self.refresh_config()
         data = bytearray(batch)  # the bytes written: validated here, never the caller's again
-        header = validate_client_batch(
-            self.topic_partition, self.config, data, client=origin is AppendOrigin.CLIENT
-        )
-        with self._write_locked():
+        header = validate_client_batch(self.topic_partition, config, data, client=client)
+        if client:
+            data, header = maybe_recompress(self.topic_partition, config, data, header)
+        with self._write_locked(refresh=False):  # the config validated with is the one used
             self._catch_up()
             state = self.producer_state
             # Kafka looks for retries of client batches only: coordinator batches (offset
             # commits, O-03) carry no sequences, so each would "duplicate" the previous one
-            if origin is AppendOrigin.CLIENT and header.has_producer_id:
+            if client and header.has_producer_id:
                 cached = state.find_duplicate_batch(header)
                 if cached is not None:
                     return AppendResult(cached.first_offset, cached.last_offset, -1, duplicate=True)

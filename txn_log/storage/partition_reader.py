@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from txn_log.clock import SYSTEM_CLOCK, Clock
@@ -84,6 +84,8 @@ class PartitionReader:
         self.directory = directory
         self.topic_partition = topic_partition
         self.config = config
+        """The topic's config as this object last read it (``refresh_config``)."""
+        self._config_source: Callable[[], TopicConfig] | None = None
         self._clock = clock
         self._mutex = threading.RLock()
         self._identity = identity  # None: opened without one (a partition before topic ids)
@@ -101,6 +103,26 @@ class PartitionReader:
         self._end_offset = loaded.end_offset
         self._tail_position = loaded.tail_position
         self._producer_state = loaded.producer_state
+
+    # --- the topic's config ---------------------------------------------------------------------
+
+    def follow_config(self, source: Callable[[], TopicConfig]) -> None:
+        """Take the topic's config from ``source`` (the log directory's watch of the topic
+        file, ``log_dir.topic_config_watch``) at each ``refresh_config`` from now on, so a
+        config another process changed applies here without reopening."""
+        self._config_source = source
+        self.refresh_config()
+
+    def refresh_config(self) -> TopicConfig:
+        """The topic's config now, kept in ``config``: re-read from its source when it
+        follows one (a ``stat`` of the topic file when unchanged), else the config it was
+        opened with. Called at the start of each operation that applies the config (an
+        append, each write under the partition lock, a cleaning, a read's bound), so one
+        operation works with one config. Thread-safe (one attribute is replaced)."""
+        source = self._config_source
+        if source is not None:
+            self.config = source()
+        return self.config
 
     # --- identity --------------------------------------------------------------------------------
 
