@@ -54,9 +54,9 @@ class TxnLogDataSource(DataSource):
         return TxnLogBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from txn_source.reader import TxnLogStreamReader
+        from txn_source.reader import stream_reader
 
-        return TxnLogStreamReader(self.options, schema)
+        return stream_reader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from txn_sink.writer import TxnLogBatchWriter
