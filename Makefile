@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml demo/worker_pythonpath.py
 	@echo "setup: the first run takes a few minutes, later runs skip this"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# compat mode puts the project root on sys.path, so Spark's pkgutil scan finds pyspark_txnlog
-	$(PY) -m pip install --quiet -e '.[test,dev]' --config-settings editable_mode=compat
+	# editable: a .pth names the project root (pyproject's package-dir), so Spark's pkgutil
+	# scan finds pyspark_txnlog; every extra: spark, kafka (Kafka mode), test, dev
+	$(PY) -m pip install --quiet -e '.[spark,kafka,test,dev]'
 	# Spark's Python workers import the installed pyspark, not its source zip (demo/worker_pythonpath.py)
 	$(PY) -m demo.worker_pythonpath
 	touch $(STAMP)

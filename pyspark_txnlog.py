@@ -4,13 +4,26 @@ Spark's Python data source lookup imports every top-level ``pyspark_*`` module a
 ``DefaultSource``, so ``spark.readStream.format("txnlog")`` works as soon as the package is
 installed; ``spark.dataSource.register(TxnLogDataSource)`` works too. This class only parses
 nothing and delegates: options are parsed by the reader and the writer, on the driver.
+
+pyspark is the ``spark`` extra (the engine, the CLI and ``txnlog serve`` need none of it):
+without it, importing this module says in one line what to install.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource
+SPARK_EXTRA = (
+    "the txnlog Spark data source needs pyspark: install txnlog with its spark extra, "
+    "pip install '.[spark]' in a clone of txnlog (or pip install 'pyspark>=4.2')"
+)
+
+try:
+    from pyspark.sql.datasource import DataSource
+except ModuleNotFoundError as missing:
+    if missing.name != "pyspark":
+        raise
+    raise ModuleNotFoundError(SPARK_EXTRA, name="pyspark") from None
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import (
@@ -41,9 +54,9 @@ class TxnLogDataSource(DataSource):
         return TxnLogBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from txn_source.reader import TxnLogStreamReader
+        from txn_source.reader import stream_reader
 
-        return TxnLogStreamReader(self.options, schema)
+        return stream_reader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from txn_sink.writer import TxnLogBatchWriter

@@ -9,10 +9,12 @@ Below the backend (``kafka_backend``), its task transactions (``kafka_task``) an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from txn_log.errors import (
     ConfigError,
@@ -77,6 +79,52 @@ def fenced_producer(config: dict[str, Any], timeout_s: float, known_topic: str) 
     producer.list_topics(known_topic, timeout=timeout_s)
     producer.init_transactions(timeout_s)
     return producer
+
+
+REACHABLE_TIMEOUT_S = 8.0
+"""How long the driver waits for a first answer from ``kafka.bootstrap.servers`` before it
+refuses the options (issue 26 item 6: without it a wrong address hung for the clients' 60 s
+timeouts and librdkafka printed every failed connection attempt, 2,301 lines)."""
+
+
+class _LastMessage(logging.Handler):
+    """Keeps librdkafka's latest log message (the reason a connection failed) and prints
+    nothing: the caller reports it in one line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+
+
+def check_reachable(cluster: ClusterSettings, timeout_s: float = REACHABLE_TIMEOUT_S) -> None:
+    """Raise ConfigError, in one line naming the address, unless the cluster answers a
+    metadata request within ``timeout_s`` (with the user's own ``kafka.*`` settings, so a
+    wrong security setting is reported here too). Called on the driver when the options are
+    parsed, before any other client of the cluster is built."""
+    handler = _LastMessage()
+    logger = logging.Logger(f"txnlog.kafka.reachable.{id(handler)}")  # not in the registry
+    logger.addHandler(handler)
+    config: dict[str, Any] = cluster.client_config(allow_auto_create_topics=False)
+    config["logger"] = logger
+    try:
+        admin = AdminClient(config)
+    except KafkaException as error:
+        raise ConfigError(
+            f"the kafka.* options for {cluster.describe()} are not valid: {error.args[0].str()}"
+        ) from None
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as error:
+        admin.poll(0)  # hands librdkafka's queued log messages to the handler
+        # "FAIL [rdkafka#producer-1] [thrd:host:port/bootstrap]: host:port/bootstrap: why"
+        reason = handler.last.split("]: ", 1)[-1] if handler.last else str(error.args[0])
+        raise ConfigError(
+            f"cannot reach {cluster.describe()} (option kafka.bootstrap.servers) within "
+            f"{timeout_s:g} s: {reason}"
+        ) from None
 
 
 def client_error(error: KafkaException, doing: str) -> TxnLogError:

@@ -18,6 +18,7 @@ backend builds the clients).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -26,6 +27,11 @@ from txn_log.errors import ConfigError
 
 KAFKA_PREFIX = "kafka."
 BOOTSTRAP = "kafka.bootstrap.servers"
+KAFKA_EXTRA = (
+    "Kafka mode (option 'kafka.bootstrap.servers') needs confluent-kafka: install txnlog "
+    "with its kafka extra, pip install '.[kafka]' in a clone of txnlog (or pip install "
+    "'confluent-kafka>=2.3')"
+)
 
 
 @dataclass(frozen=True)
@@ -76,8 +82,9 @@ def parse_location(
     ``refused`` maps a ``kafka.*`` option the caller decides itself to what to use instead;
     ``also_for_path`` names the ``kafka.*`` options that mean something for a log directory
     too (the source's ``kafka.isolation.level``). Raises ConfigError when both or neither are
-    given, when the bootstrap list is malformed, when a refused option is set, or when a
-    ``kafka.*`` option is set for a log directory, where no Kafka client would read it.
+    given, when the bootstrap list is malformed, when a refused option is set, when a
+    ``kafka.*`` option is set for a log directory, where no Kafka client would read it, or
+    when confluent-kafka (the ``kafka`` extra) is not installed.
     """
     kafka = kafka_options(given)
     path = given.get("path")
@@ -99,6 +106,8 @@ def parse_location(
     for name in sorted(kafka):
         if name in refused:
             raise ConfigError(f"option {name!r} is not supported: {refused[name]}")
+    if importlib.util.find_spec("confluent_kafka") is None:
+        raise ConfigError(KAFKA_EXTRA)  # here, on the driver, not in a task's traceback
     return KafkaCluster(
         _bootstrap(kafka[BOOTSTRAP]),
         tuple(

@@ -93,7 +93,7 @@ CASES: dict[str, Callable[[Path], str | None]] = {
     "txnlog topics list": cli_error("topics", "list", Path),
     "txnlog dump": cli_error("dump", Path, "orders-0"),
     "txnlog produce": cli_error("produce", Path, "orders"),
-    "txnlog consume": cli_error("consume", Path, "orders", "--from-beginning"),
+    "txnlog consume": cli_error("consume", Path, "orders", "--from-beginning", "--timeout-ms", "0"),
 }
 
 UNQUOTED = {"sink, EmbeddedBackend.open", "sink, missing topic"}

@@ -37,6 +37,7 @@ from pyspark.sql.datasource import (
 )
 
 from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
+from commit_protocol.kafka_cluster import check_reachable
 from commit_protocol.messages import TaskCommit
 from commit_protocol.naming import batch_sink_id, streaming_sink_id
 from commit_protocol.spark_checkpoint import read_query_id, read_source_offsets
@@ -90,6 +91,8 @@ def _prepare(options: dict[str, str] | Any, schema: Any) -> tuple[SinkOptions, I
     """Driver-side validation: options, input schema, the log and the topic option."""
     parsed = SinkOptions.parse(options)
     columns = validate_input_schema(schema, parsed.topic)
+    if parsed.cluster is not None:
+        check_reachable(parsed.cluster)  # one line within seconds for a wrong address
     backend = open_backend(parsed)
     if parsed.topic is not None:
         ensure_topic(backend, parsed, parsed.topic)

@@ -197,10 +197,15 @@ def parse_source_options(
 
 
 def check_location(options: SourceOptions) -> None:
-    """``check_log_path`` for a log directory; nothing for a cluster, which is reached only
-    when a query plans (as Spark's Kafka source)."""
+    """``check_log_path`` for a log directory; for a cluster, that it answers within a few
+    seconds (``check_reachable``: a wrong address fails ``load()`` in one line, not a query
+    after a minute of librdkafka's connection errors)."""
     if options.kafka is None:
         check_log_path(options.path)
+        return
+    from commit_protocol.kafka_cluster import check_reachable
+
+    check_reachable(options.kafka)
 
 
 def check_log_path(path: str) -> None:

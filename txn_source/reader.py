@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 from offsets.admission import AdmissionLimit
 from offsets.partition_offsets import PartitionOffsets
 from offsets.resolve import resolve
-from txn_log.errors import ConfigError
+from txn_log.errors import ConfigError, TxnLogError
 from txn_log.topic_partition import TopicPartition
 from txn_source.kafka_partition import KafkaInputPartition, read_kafka_partition
 from txn_source.options import (
@@ -92,6 +92,45 @@ class TxnLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._planner is not None:
             self._planner.close()
             self._planner = None
+
+
+def stream_reader(options: Mapping[str, str], schema: StructType) -> DataSourceStreamReader:
+    """The stream reader for ``options``, or, when they are refused, one that raises the
+    refusal from its first call. pyspark 4.3's streaming source runner builds the reader
+    inside a ``try`` whose ``finally`` calls ``reader.stop()`` (python_streaming_source_runner
+    ``main``): a constructor that raises leaves ``reader`` unbound, and the user saw our
+    ``ConfigError`` chained under an ``UnboundLocalError``. Raised from ``initialOffset``, the
+    first call, it reaches the query alone, as early (issue 26 item 3)."""
+    try:
+        return TxnLogStreamReader(options, schema)
+    except TxnLogError as refused:
+        return RefusedStreamReader(refused)
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """A stream whose options were refused: every call raises the refusal; ``stop`` does
+    nothing (nothing was opened)."""
+
+    def __init__(self, refused: TxnLogError) -> None:
+        self.refused = refused
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.refused
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self.refused
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self.refused
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        raise self.refused
+
+    def commit(self, end: dict[str, Any]) -> None:
+        raise self.refused
+
+    def stop(self) -> None:
+        """Nothing to release."""
 
 
 class TxnLogBatchReader(DataSourceReader):

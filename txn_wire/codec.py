@@ -39,7 +39,7 @@ from txn_wire import frame_bounds
 
 REQUEST_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 LENGTH = struct.Struct(">i")  # every frame's length prefix, excluding itself
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 Plain = dict[str, Any]
 

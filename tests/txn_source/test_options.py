@@ -215,7 +215,8 @@ def test_kafka_mode_reads_a_cluster_with_the_users_client_settings() -> None:
     with pytest.raises(ConfigError, match="reads Kafka cluster b1:9092,b2:9093, not a log"):
         _ = options.path
     assert parse_source_options(KAFKA).poll_timeout_ms == 120_000  # Spark's default
-    check_location(options)  # a cluster is first reached when a query plans
+    with pytest.raises(ConfigError, match=r"options for Kafka cluster b1:9092,b2:9093 are not"):
+        check_location(options)  # load() builds a client and asks the cluster (issue 26 item 6)
 
 
 @pytest.mark.parametrize(

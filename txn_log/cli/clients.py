@@ -5,7 +5,9 @@ idempotently, or in one transaction with ``--transactional-id``; internal topics
 before anything is written (C-03). It prints nothing on stdout and its summary on stderr.
 ``consume`` prints values, one per line on stdout (``--print-key`` for keys), and its summary
 on stderr, at ``--isolation-level`` (read_committed by default); like any
-read_committed reader it lets the coordinator abort transactions past their timeout.
+read_committed reader it lets the coordinator abort transactions past their timeout. It follows
+the topic until Ctrl-C (SIGINT: the summary, exit 0), as ``kafka-console-consumer`` does,
+unless ``--timeout-ms`` (idle time) or ``--max-messages`` stops it first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from txn_log.cli.common import EXIT_OK, open_log
@@ -53,7 +56,8 @@ def add_parser(subparsers: Any) -> None:
             "Print the records of TOPIC, one record per line on stdout: the value, after the "
             "key with --print-key and TOPIC-PARTITION@OFFSET with --print-offset, "
             "tab-separated ('null' for a missing key or value). Without --from-beginning only "
-            "records that arrive within --timeout-ms are printed. The summary ('Processed a "
+            "records that arrive from now on are printed. It follows the topic until Ctrl-C, "
+            "unless --timeout-ms or --max-messages stops it first. The summary ('Processed a "
             "total of N message(s).') goes to stderr at the end, as do errors."
         ),
     )
@@ -63,13 +67,13 @@ def add_parser(subparsers: Any) -> None:
     consume.add_argument(
         "--from-beginning",
         action="store_true",
-        help="start at the log start (default: only records that arrive within --timeout-ms)",
+        help="start at the log start (default: only records that arrive from now on)",
     )
     consume.add_argument(
         "--timeout-ms",
         type=int,
-        default=0,
-        help="keep polling for new records until none arrived for this long",
+        default=None,
+        help="stop when no record arrived for this long (default: follow until Ctrl-C)",
     )
     consume.add_argument(
         "--isolation-level",
@@ -119,24 +123,39 @@ def run_consume(args: argparse.Namespace) -> int:
         for tp in partitions
     }
     printed = 0
+    try:
+        for line in follow(args, consumer, positions):
+            print(line, flush=True)
+            printed += 1
+    except KeyboardInterrupt:  # Ctrl-C ends a follow, as it ends kafka-console-consumer
+        pass
+    print(f"Processed a total of {printed} message(s).", file=sys.stderr)
+    return EXIT_OK
+
+
+def follow(
+    args: argparse.Namespace, consumer: Any, positions: dict[TopicPartition, int]
+) -> Iterator[str]:
+    """The records from ``positions`` on, formatted, until ``--max-messages`` were given or
+    none arrived for ``--timeout-ms`` (without it: never; the caller stops on Ctrl-C)."""
+    given = 0
     idle_since = time.monotonic()
     while True:
         for tp, start in positions.items():
-            remaining = None if args.max_messages is None else args.max_messages - printed
+            remaining = None if args.max_messages is None else args.max_messages - given
             for record in consumer.read(tp, start, max_records=remaining):
-                print(format_record(args, tp, record))
+                yield format_record(args, tp, record)
                 positions[tp] = record.offset + 1
-                printed += 1
+                given += 1
                 idle_since = time.monotonic()
             positions[tp] = (
                 max(positions[tp], consumer.end_offset(tp)) if remaining != 0 else (positions[tp])
             )
-        done = args.max_messages is not None and printed >= args.max_messages
-        if done or (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
-            break
+        done = args.max_messages is not None and given >= args.max_messages
+        idle_ms = (time.monotonic() - idle_since) * 1000
+        if done or (args.timeout_ms is not None and idle_ms >= args.timeout_ms):
+            return
         time.sleep(0.05)
-    print(f"Processed a total of {printed} message(s).", file=sys.stderr)
-    return EXIT_OK
 
 
 def format_record(args: argparse.Namespace, tp: TopicPartition, record: ConsumerRecord) -> str:

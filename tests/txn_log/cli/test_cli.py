@@ -272,7 +272,15 @@ def test_produce_and_consume(log_dir: Path) -> None:
     )
     assert txn.returncode == 0, txn.stderr
     consumed = txnlog(
-        "consume", log_dir, "orders", "--partition", "0", "--from-beginning", "--print-key"
+        "consume",
+        log_dir,
+        "orders",
+        "--partition",
+        "0",
+        "--from-beginning",
+        "--print-key",
+        "--timeout-ms",
+        "0",
     )
     assert consumed.stdout.splitlines() == [
         "null\tc0",
@@ -296,7 +304,8 @@ def test_produce_and_consume(log_dir: Path) -> None:
         "4",
     )
     assert dirty.stdout.splitlines() == ["c0", "c2", "c4", "aborted"]
-    assert txnlog("consume", log_dir, "orders").stdout == ""  # nothing new arrives
+    nothing_new = txnlog("consume", log_dir, "orders", "--timeout-ms", "0")
+    assert nothing_new.stdout == ""  # nothing new arrives
 
 
 def test_topics_describe_starts_with_the_topic_and_shows_its_overrides_as_kafka_topics_does(

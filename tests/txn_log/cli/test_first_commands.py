@@ -117,7 +117,7 @@ def test_first_commands_from_init_to_consume(tmp_path: Path) -> None:
     assert txnlog("topics", "create", path, "orders").returncode == 0
     sent = txnlog("produce", path, "orders", "--key-separator", ":", stdin="k1:hello\nk2:world\n")
     assert (sent.returncode, sent.stdout, sent.stderr) == (0, "", "Sent 2 record(s) to orders.\n")
-    read = txnlog("consume", path, "orders", "--from-beginning", "--print-key")
+    read = txnlog("consume", path, "orders", "--from-beginning", "--print-key", "--timeout-ms", "0")
     assert read.returncode == 0, read.stderr
     assert read.stdout.splitlines() == ["k1\thello", "k2\tworld"]
     assert read.stderr == "Processed a total of 2 message(s).\n"
