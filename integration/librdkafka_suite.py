@@ -34,7 +34,7 @@ import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from integration import librdkafka_report as report
@@ -189,7 +189,7 @@ def _print_plan(the_plan: Plan) -> None:
 
 
 def _run_suite(context: Context, the_plan: Plan, modes: list[str], jobs: int, version: str) -> int:
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     clock = time.monotonic()
     records = _execute(context, the_plan, modes, jobs)
     header: dict[str, object] = {
