@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from txn_log.cli import (
     clean,
     clients,
+    delete_records,
     dump,
     groups,
     init_log,
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         groups,
         verify,
         clean,
+        delete_records,
         metrics,
         clients,
         serve,
