@@ -7,7 +7,6 @@ never a crash (issue 25 item 7, issue 26 ``kafka-delete-records`` parity)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -16,15 +15,16 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.txn_wire.auth_clients import sasl_config, write_acls, write_users
-from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_wire.serve_process import ServeProcess
+from tests.txn_wire.test_admin_delete_grow import acl_server, as_user
 from tests.txn_wire.wire_clients import WAIT_S, RawClient, confluent_consumer
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 from txn_wire.api_versions import SUPPORTED
 
 DELETE_RECORDS, API_VERSIONS = 21, 18
-OUT_OF_RANGE, UNKNOWN, INVALID_TOPIC, NOT_AUTHORIZED, POLICY = 1, 3, 17, 29, 44
+OUT_OF_RANGE, UNKNOWN = 1, 3
+__all__ = ["acl_server"]  # the fixture: a SASL server with ACLs over the same log
 
 
 @pytest.fixture
@@ -154,36 +154,28 @@ def test_every_version_answers_hostile_partitions_one_by_one(
     assert start(log_dir, 0) == 1 and start(log_dir, 1) == 0
 
 
-ACL_GRANTS = {
-    "owner": ["topic orders Delete", "topic orders Describe"],
-    "viewer": ["topic * Describe"],
-}
-
-
-@pytest.fixture
-def acl_server(tmp_path: Path, log_dir: Path) -> Iterator[ServeProcess]:
-    users = write_users(tmp_path / "users.json", {user: f"pw-{user}" for user in ACL_GRANTS})
-    lines = [f"User:{u} {grant} allow" for u, grants in ACL_GRANTS.items() for grant in grants]
-    acls = write_acls(tmp_path / "acls.txt", lines)
-    served = start_serve(log_dir, "--users-file", str(users), "--acl-file", str(acls))
-    try:
-        yield served
-    finally:
-        served.stop()
-
-
 def test_delete_records_needs_delete_on_the_topic(acl_server: ServeProcess, log_dir: Path) -> None:
     """Kafka's ``handleDeleteRecordsRequest``: Delete on the TOPIC, else
-    TOPIC_AUTHORIZATION_FAILED for each of its partitions, and nothing changes."""
-
-    def as_user(user: str) -> AdminClient:
-        config = {"bootstrap.servers": acl_server.bootstrap}
-        return AdminClient({**config, **sasl_config("PLAIN", user, f"pw-{user}")})
-
-    asked = [KafkaPartition("orders", 0, 5)]
-    assert answers(as_user("viewer").delete_records(asked)) == {
-        ("orders", 0): KafkaError.TOPIC_AUTHORIZATION_FAILED
+    TOPIC_AUTHORIZATION_FAILED for each of its partitions, and nothing changes (the grants of
+    ``test_admin_delete_grow``: "owner" may delete app-*, "viewer" only describe)."""
+    with Log.open(log_dir) as log:
+        producer = log.producer()
+        for i in range(4):
+            producer.send("app-a", b"v%d" % i, partition=0)
+        producer.close()
+    app = TopicPartition("app-a", 0)
+    asked = [KafkaPartition("app-a", 0, 3), KafkaPartition("orders", 0, 5)]
+    refused = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert answers(as_user(acl_server, "viewer").delete_records(asked)) == {
+        ("app-a", 0): refused,
+        ("orders", 0): refused,
     }
+    with Log.open(log_dir, read_only=True) as log:
+        assert log.partition_reader(app).log_start_offset == 0
+    assert answers(as_user(acl_server, "owner").delete_records(asked)) == {
+        ("app-a", 0): 3,
+        ("orders", 0): refused,
+    }
+    with Log.open(log_dir, read_only=True) as log:
+        assert log.partition_reader(app).log_start_offset == 3
     assert start(log_dir) == 0
-    assert answers(as_user("owner").delete_records(asked)) == {("orders", 0): 5}
-    assert start(log_dir) == 5

@@ -47,7 +47,7 @@ def test_a_damaged_checkpoint_fails_readers_loudly_instead_of_bringing_records_b
         path = log.path / T0.directory_name / CHECKPOINT_FILE
         path.write_bytes(path.read_bytes()[:-1] + b"\xff")
         with pytest.raises(CorruptSnapshotError, match=str(path)):
-            log.partition_reader(T0).log_start_offset
+            _ = log.partition_reader(T0).log_start_offset
 
 
 def test_a_checkpoint_past_the_log_end_is_lowered_to_it_before_anything_is_appended(
