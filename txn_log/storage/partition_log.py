@@ -554,8 +554,9 @@ class PartitionLog(PartitionReader):
         below it go at the next retention pass. Transactions that began below it stay open,
         and hold the LSO at the new start until they end (``last_stable_offset``).
         """
-        deleting.check_topic(self.topic_partition, self.config)
         with self._write_locked():
+            # under the lock: the policy is the config the write holds (a peer may alter it)
+            deleting.check_topic(self.topic_partition, self.config)
             self._catch_up()
             tp, end = self.topic_partition, self._end_offset
             new_start = deleting.new_log_start_offset(tp, offset, end)
