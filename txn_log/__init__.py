@@ -54,6 +54,7 @@ from txn_log.errors import (
     OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    PolicyViolationError,
     ProducerFencedError,
     RecordTooLargeError,
     RetriableError,
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from txn_log.group.group_offsets import OffsetAndMetadata
     from txn_log.log import Log
     from txn_log.producer.producer import RecordMetadata
+    from txn_log.storage.delete_records import DeleteRecordsResult
 
 _LAZY = {
     "Log": "txn_log.log",
@@ -84,6 +86,7 @@ _LAZY = {
     "OffsetAndMetadata": "txn_log.group.group_offsets",
     "ConsumerRecord": "txn_log.consumer.consumer",
     "RecordMetadata": "txn_log.producer.producer",
+    "DeleteRecordsResult": "txn_log.storage.delete_records",
 }
 """Exports loaded on first use, by the module that defines them."""
 
@@ -95,6 +98,7 @@ __all__ = [  # the client API, then every error of txn_log.errors (sorted)
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSnapshotError",
+    "DeleteRecordsResult",
     "DuplicateSequenceError",
     "ExpectedOffsetMismatchError",
     "FatalError",
@@ -123,6 +127,7 @@ __all__ = [  # the client API, then every error of txn_log.errors (sorted)
     "OffsetMetadataTooLargeError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "PolicyViolationError",
     "ProducerFencedError",
     "RecordMetadata",
     "RecordTooLargeError",

@@ -117,6 +117,14 @@ class InvalidConfigError(ConfigError):
     code = 40
 
 
+class PolicyViolationError(ConfigError):
+    """POLICY_VIOLATION (44): the topic's configuration forbids the request, e.g. deleting
+    records of a topic whose ``cleanup.policy`` does not name ``delete`` (Kafka's
+    ``Partition.deleteRecordsOnLeader``)."""
+
+    code = 44
+
+
 class RecordTooLargeError(ConfigError):
     """MESSAGE_TOO_LARGE (10): a batch larger than the topic's ``max.message.bytes`` (F-09)."""
 

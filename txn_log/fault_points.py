@@ -31,6 +31,9 @@ segment swap and merge, ``storage.cleaner_swap``);
 ``coordinator_snapshot.after_temp_fsync`` / ``.after_rename`` and ``offsets_snapshot.*`` (the
 same two steps of writing a coordinator or group offset state snapshot, ``state_snapshot``),
 and ``cleaner.horizon.*`` (the cleaner horizon's write, ``storage.cleaner_horizon``);
+``log_start.after_temp_fsync`` / ``.after_rename`` (DeleteRecords' log start checkpoint,
+``storage.log_start_checkpoint``) and ``delete_records.after_checkpoint`` (DeleteRecords done,
+its answer not given yet);
 ``sink.task_write``, ``sink.before_commit``, ``sink.after_commit`` (a Spark sink's task and
 driver, ``txn_sink``); ``kafka_task.before_commit`` and ``kafka_task.after_commit`` (a Kafka-mode
 task's transaction with its ledger record sent but open; committed, the task not returned yet:

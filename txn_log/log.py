@@ -39,6 +39,7 @@ from txn_log.log_dir.log_manager import TOPICS_DIR as TOPICS_DIR
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.log_dir.log_manager import write_json_atomically as write_json_atomically
 from txn_log.producer.producer import Producer
+from txn_log.storage.delete_records import DeleteRecordsResult
 from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.topic_config import TopicConfig
@@ -149,6 +150,15 @@ class Log:
     def topic_id(self, topic: str) -> str | None:
         """The topic's id (Kafka's printed form), read afresh (``LogManager.topic_id``)."""
         return self.log_manager.topic_id(topic)
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, DeleteRecordsResult]:
+        """Delete every record below each partition's offset (-1: up to the high watermark):
+        Kafka's DeleteRecords / ``kafka-delete-records``, as ``LogManager.delete_records``.
+        Each result holds the partition's low watermark (its new log start) or the typed error
+        that refused it, naming the partition, the offset and the valid range."""
+        return self.log_manager.delete_records(offsets)
 
     def partition_log(self, topic_partition: TopicPartition) -> PartitionLog:
         """The (cached) PartitionLog of an existing partition (``LogManager.partition_log``)."""

@@ -40,6 +40,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 3),  # ApiVersions
     19: (0, 5),  # CreateTopics
     20: (1, 6),  # DeleteTopics (v0 is gone from Kafka 4 and kio; v6 names topics by id too)
+    21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId
     24: (0, 3),  # AddPartitionsToTxn
     25: (0, 3),  # AddOffsetsToTxn

@@ -47,6 +47,7 @@ AlterConfigs,          AlterConfigs on each topic; on the cluster for   29 the t
 IncrementalAlter-      a broker resource (what Kafka's broker refuses   the broker
 Configs                as INVALID_REQUEST first is answered so:
                        ``authorize_configs``)
+DeleteRecords          Delete on each topic                             29, that topic
 =====================  ===============================================  ===================
 
 A refused part never reaches the handler: the request is narrowed to the allowed parts, the
@@ -344,6 +345,30 @@ def _delete_topics(check: Check) -> Guard:
     return check.narrowed(lambda answer: answer, **{TOPIC_ACCESS: access})
 
 
+def _delete_records(check: Check) -> Guard:
+    """Delete on each topic (Kafka's ``handleDeleteRecordsRequest``); a refused topic's
+    partitions are answered with low watermark -1."""
+    return topic_rule(
+        check,
+        topics_key="topics",
+        name_key="name",
+        operation=Operation.DELETE,
+        answer_key="topics",
+        refusal=lambda t: {
+            "name": t["name"],
+            "partitions": [
+                {
+                    "partition_index": p["partition_index"],
+                    "low_watermark": -1,
+                    "error_code": TOPIC_AUTHORIZATION_FAILED,
+                }
+                for p in t["partitions"] or []
+            ],
+        },
+        empty={},
+    )
+
+
 def _create_partitions(check: Check) -> Guard:
     """Alter on each topic; a name given twice is left to the handler, which answers it
     INVALID_REQUEST (Kafka's ``ControllerApis.createPartitions`` does, before authorizing)."""
@@ -402,6 +427,7 @@ RULES: dict[int, Callable[[Check], Guard]] = {
     28: lambda check: groups.offset_commit(check, transactional=True),
     19: _create_topics,
     20: _delete_topics,
+    21: _delete_records,
     32: _describe_configs,
     33: alter_configs,
     37: _create_partitions,

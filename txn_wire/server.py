@@ -58,6 +58,7 @@ from txn_wire.codec import (
     peek_prefix,
 )
 from txn_wire.connection_auth import ConnectionAuth
+from txn_wire.delete_records import handle_delete_records
 from txn_wire.fetch import end_offsets, read_fetch
 from txn_wire.group_coordinator import GroupCoordinator
 from txn_wire.group_membership import LoopMembership
@@ -209,6 +210,7 @@ HANDLERS: dict[int, Handler] = {
     18: _api_versions,
     19: _blocking(handle_create_topics),
     20: _blocking(handle_delete_topics),
+    21: _blocking(handle_delete_records),
     22: _blocking(handle_init_producer_id),
     24: _blocking(handle_add_partitions_to_txn),
     25: _blocking(handle_add_offsets_to_txn),

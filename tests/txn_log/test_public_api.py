@@ -17,6 +17,7 @@ CLIENT_API = {
     "OffsetAndMetadata": "txn_log.group.group_offsets",
     "ConsumerRecord": "txn_log.consumer.consumer",
     "RecordMetadata": "txn_log.producer.producer",
+    "DeleteRecordsResult": "txn_log.storage.delete_records",
 }
 ERRORS = [  # and every other class of txn_log.errors
     # the roots: what the caller must do
@@ -42,6 +43,7 @@ ERRORS = [  # and every other class of txn_log.errors
     "TopicAlreadyExistsError",
     "InvalidPartitionsError",
     "InvalidConfigError",
+    "PolicyViolationError",
     "RecordTooLargeError",
     "InvalidRecordError",
     "InvalidTimestampError",

@@ -100,3 +100,29 @@ def test_a_deleted_topic_reads_the_same_at_planning_and_at_read_time(shrinking_l
         values(tasks)
     assert str(at_read.value) == str(at_planning.value)
     assert f"offsets [0, {end[T0]}) were read" in str(at_read.value)
+
+
+def test_records_deleted_below_a_planned_start_are_data_loss_at_planning_and_at_read_time(
+    tmp_path: Path,
+) -> None:
+    """DeleteRecords (issue 25 item 7) into the middle of a planned range, inside a segment:
+    Spark's failOnDataLoss, as for retention. With it (the default) planning and the tasks
+    planned before fail alike, naming the offsets deleted; without it both skip them (with a
+    warning) and read from the new log start."""
+    log = Log.open(tmp_path / "log")
+    log.create_topic("t", partitions=1)
+    commit(log, "a", [b"v%d" % i for i in range(6)])  # offsets 0..5, the marker at 6
+    plan = planner(log.path)
+    start = plan.initial_offsets()
+    end = plan.latest_offset(start, AdmissionLimit())
+    tasks = plan.plan(start, end)
+    assert log.delete_records({T0: 4})[T0].low_watermark == 4
+    message = r"offsets \[0, 4\) of t-0 were deleted before they were read; the log now starts at 4"
+    with pytest.raises(OffsetOutOfRangeError, match=message) as at_planning:
+        plan.plan(start, end)
+    with pytest.raises(OffsetOutOfRangeError) as at_read:
+        values(tasks)
+    assert str(at_read.value) == str(at_planning.value)
+    lenient = planner(log.path, failOnDataLoss="false")
+    late = [dataclasses.replace(t, fail_on_data_loss=False) for t in tasks]
+    assert values(late) == values(lenient.plan(start, end)) == [b"v4", b"v5"]

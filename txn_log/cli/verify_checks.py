@@ -6,8 +6,10 @@ offset-index entries pointing at the batch holding their offset, time-index entr
 and inside the segment, aborted-transaction entries ending inside it; in user topics, every
 data batch's records decoding as the append validator let them in (count, lengths, offset
 deltas rising inside the batch, inflation bounded: ``batch_records``). Per partition: segments
-following each other without gaps, every producer snapshot readable (P-21). In the internal
-topics, every record must decode as the coordinators decode it (C-05/C-06 for
+following each other without gaps, every producer snapshot readable (P-21), and the log start
+offset checkpoint DeleteRecords writes (``log_start_checkpoint``) readable and not past the log
+end (read before the segments: the start only moves up to an end the later scan sees). In the
+internal topics, every record must decode as the coordinators decode it (C-05/C-06 for
 ``__transaction_state``, the offset-commit layout for ``__consumer_offsets``, O-01): one
 foreign record there breaks every process that reads the topic (``verify_records``).
 
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from txn_log.cli.verify_records import Problem, check_records
-from txn_log.errors import CorruptRecordError
+from txn_log.errors import CorruptRecordError, CorruptSnapshotError
 from txn_log.storage import offset_index, time_index, txn_index
 from txn_log.storage.batch_scan import BatchScan, ensure_torn_tail
 from txn_log.storage.cleaner_swap import SWAP_SUFFIX, merge_hint_bases
@@ -53,6 +55,7 @@ from txn_log.storage.file_names import (
     log_bases,
     offset_file_name,
 )
+from txn_log.storage.log_start_checkpoint import CHECKPOINT_FILE, read_log_start
 from txn_log.storage.producer_snapshot import read_snapshot
 
 __all__ = ["PartitionCheck", "Problem", "check_partition", "check_segment"]
@@ -247,6 +250,7 @@ class PartitionCheck:
     segments: list[SegmentCheck | None]  # None: listed, then gone before it was read
     snapshot_problems: list[Problem]
     merge_hints: frozenset[int] = frozenset()  # bases with a <base>.log.merged hint
+    log_start_problems: list[Problem] = field(default_factory=list)
 
     @property
     def problems(self) -> list[Problem]:
@@ -267,7 +271,7 @@ class PartitionCheck:
                 )
                 found.append(Problem(path, 0, message, False))
             previous = segment
-        return found + self.snapshot_problems
+        return found + self.snapshot_problems + self.log_start_problems
 
     def _covered(self, path: str, segment: SegmentCheck, merged: SegmentCheck) -> Problem:
         """A segment inside its predecessor's offsets: left by a merge the cleaner did not
@@ -307,6 +311,7 @@ def check_partition(
     the last one then is not read again: only the last segment changes while writers append.
     Snapshots are read again only if they had problems. ``on_segment`` gets each segment's size.
     """
+    log_start, log_start_problems = _read_log_start(directory)  # first: module docstring
     bases = list_segments(directory)
     if bases is None:
         return None
@@ -327,7 +332,29 @@ def check_partition(
         hints = frozenset(merge_hint_bases(p.name for p in directory.iterdir()))
     except FileNotFoundError:
         return None
-    return PartitionCheck(directory, segments, snapshot_problems, hints)
+    newest = next((s for s in reversed(segments) if s is not None), None)
+    if newest is not None and log_start > newest.next_offset:
+        message = (
+            f"the log start offset {log_start} (DeleteRecords) lies past the log end "
+            f"{newest.next_offset}: records were lost after it was written; recovery, by "
+            "--repair or the next writer, lowers it to the log end"
+        )
+        log_start_problems.append(Problem(str(directory / CHECKPOINT_FILE), 0, message, True))
+    return PartitionCheck(directory, segments, snapshot_problems, hints, log_start_problems)
+
+
+def _read_log_start(directory: Path) -> tuple[int, list[Problem]]:
+    """The checkpointed log start (0: never moved), or the problem that it does not read."""
+    try:
+        return read_log_start(directory), []
+    except CorruptSnapshotError as error:
+        message = (
+            f"{error}: where DeleteRecords moved the log start is unknown, and readers refuse "
+            "the partition; not repairable (removing the file starts the log at its first "
+            "segment again, bringing deleted records back: then delete them again with "
+            "txnlog delete-records)"
+        )
+        return 0, [Problem(str(directory / CHECKPOINT_FILE), 0, message, False)]
 
 
 def _replaced(directory: Path, checked: SegmentCheck) -> bool:

@@ -138,8 +138,8 @@ class Consumer:
         end is read, not after a reader planned up to it.
         """
         reader = self._log.partition_reader(topic_partition)
+        log_start = reader.log_start_offset  # first: the LSO read after it is not below it
         readable_end, last_stable, high_watermark = self._plan_end(reader)
-        log_start = reader.log_start_offset
         reader.check_offset(start_offset)
         end = readable_end if end_offset is None else min(end_offset, readable_end)
         return ReadPlan(

@@ -57,6 +57,7 @@ from txn_log.log_dir.housekeeping import (
 )
 from txn_log.log_dir.producer_id_manager import ProducerIdManager
 from txn_log.log_dir.topic_config_watch import TopicConfigWatch
+from txn_log.storage.delete_records import DeleteRecordsResult, delete_records
 from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
 from txn_log.storage.log_cleaner import CleanerStats, clean_partition
 from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
@@ -681,6 +682,19 @@ class LogManager:
                     )
                 )
         return stats
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, DeleteRecordsResult]:
+        """Kafka's DeleteRecords: move each partition's log start offset forward to its offset
+        (-1: the high watermark), durably (``PartitionLog.delete_records``); per partition its
+        low watermark, or the typed error that refused it (``storage.delete_records``: an
+        unknown partition, an internal topic, a policy without ``delete``, an offset outside
+        [0, high watermark]). ConfigError on a read-only log, before anything changes."""
+        self._check_writable("delete_records")
+        return delete_records(
+            offsets, lambda tp, offset: self.partition_log(tp).delete_records(offset)
+        )
 
     def close(self) -> None:
         """Stop housekeeping, then close every open partition and the log lock."""

@@ -3,9 +3,12 @@
 For a partition of a topic with ``cleanup.policy`` compact, ``clean_partition`` rewrites the
 closed segments below the last stable offset, keeping the newest record per key:
 
-- cleanable range: from the log start, the closed segments (never the active one) that end at
-  or below the LSO (B-17: never past the first unstable offset) and whose newest record is at
-  least ``min.compaction.lag.ms`` old. It runs when the bytes written since the last cleaning
+- cleanable range: from the first segment, the closed segments (never the active one) that end
+  at or below the LSO (B-17: never past the first unstable offset, even one below a log start
+  that DeleteRecords moved) and whose newest record is at least ``min.compaction.lag.ms`` old.
+  The cleaner never reads or writes the log start checkpoint: records below the start stay
+  unreadable whatever it rewrites, and the segments it writes keep their base offsets, so the
+  start neither moves nor comes back. It runs when the bytes written since the last cleaning
   (``cleaner-offset-checkpoint``) are at least ``min.cleanable.dirty.ratio`` of the range, or
   when that dirty section holds a batch older than ``max.compaction.lag.ms`` (KIP-354; the
   housekeeping pass rolls a quiet partition's active segment by the same deadline and cleans
@@ -412,7 +415,11 @@ class _Section:
 def _measure(partition: PartitionLog, segments: list[LogSegment], now_ms: int) -> _Section:
     """Under the partition lock: the cleanable section of ``segments`` (B-17: below the LSO)."""
     config, directory = partition.config, partition.directory
-    end = min(partition.last_stable_offset, segments[-1].base_offset)  # B-17
+    # B-17: never past the first unstable offset, even one below a log start DeleteRecords
+    # moved (the LSO is held at the start then): a replay of the cleaned segments must still
+    # find where that transaction began
+    unstable = partition.first_unstable_offset
+    end = segments[-1].base_offset if unstable is None else min(unstable, segments[-1].base_offset)
     chosen = _cleanable(segments, end, now_ms, config.min_compaction_lag_ms)
     first_dirty = read_checkpoint(directory)
     dirty = [s for s in chosen if s.base_offset >= first_dirty]

@@ -9,12 +9,14 @@ writer installs as its cache, and changes nothing in memory before it succeeds:
   entries past the log end, finish or undo a log cleaner's segment swap that a crash
   interrupted (``cleaner_swap``), reload producer state from the newest valid snapshot plus the log
   after it (deleting snapshots that do not fit the log), and delete the state snapshots
-  (``state_snapshot``) past the log end: they describe records a truncation lost;
+  (``state_snapshot``) past the log end: they describe records a truncation lost, and lower a
+  DeleteRecords checkpoint past the log end to it (``log_start_checkpoint``), before any
+  append could land below it;
 - ``load_as_reader`` (no lock): the segments as they are, nothing truncated, deleted or
   written; producer state only when asked for, from a read-only manager;
 - ``repair`` (under the partition lock, ``txnlog verify --repair``): recover every segment
   without trusting any index, delete unreadable snapshots and state snapshots past the log
-  end, reload producer state; what it
+  end, lower a DeleteRecords checkpoint past the log end, reload producer state; what it
   changed, one line each.
 
 Opening a segment already validated it from its last index entry to the end (``segment``), so
@@ -33,6 +35,7 @@ from txn_log.storage.cleaner_swap import recover_cleaner_files
 from txn_log.storage.durable_file import fsync_directory
 from txn_log.storage.file_names import SNAPSHOT_SUFFIX
 from txn_log.storage.log_segments import drop_deleted_head, load_segments
+from txn_log.storage.log_start_checkpoint import clamp_to_log_end
 from txn_log.storage.producer_snapshot import read_snapshot
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.replay import replay_log
@@ -117,6 +120,7 @@ class LogLoader:
         end, tail = active.next_offset, active.size
         active.txn_index.truncate_to(end)
         messages += tuple(delete_past(self.directory, end))  # state snapshots of lost records
+        messages += tuple(clamp_to_log_end(self.directory, str(self.topic_partition), end))
         self._reload_producer_state(state, segments, end, now_ms=self._clock.time_ms())
         return LoadedLog(segments, end, tail, state, messages)
 
@@ -153,6 +157,7 @@ class LogLoader:
         active = segments[-1]
         end, tail = active.next_offset, active.size
         done += delete_past(self.directory, end)
+        done += clamp_to_log_end(self.directory, str(self.topic_partition), end)
         state = self._producer_state()
         self._reload_producer_state(state, segments, end, now_ms=self._clock.time_ms())
         return LoadedLog(segments, end, tail, state), done

@@ -18,6 +18,9 @@ exclusive lock (``_write_locked``: the file lock, then the mutex):
 - Retention (``retention``: T-10, B-09) deletes whole closed segments under the lock
   (``run_housekeeping``, ``delete_old_segments``) and closes no descriptor, so readers in the
   middle of one read on.
+- DeleteRecords (``delete_records``, Kafka's ``maybeIncrementLogStartOffset``) moves the log
+  start forward under the lock, durably (``log_start_checkpoint``); retention later deletes
+  the segments wholly below it.
 
 Thread safety: the mutex guards the cache; the file lock serialises writers across processes.
 """
@@ -41,10 +44,12 @@ from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.record.batch_header import BatchHeader, parse_header
 from txn_log.record.control import ControlType, encode_control_batch
+from txn_log.storage import delete_records as deleting
 from txn_log.storage import retention
 from txn_log.storage.durable_file import fsync_directory, make_directory
 from txn_log.storage.log_loader import LoadedLog, LogLoader
 from txn_log.storage.log_segments import open_new_segment
+from txn_log.storage.log_start_checkpoint import read_log_start, write_log_start
 from txn_log.storage.log_validator import (
     NO_EXPECTED_OFFSET,
     assign_offsets,
@@ -553,6 +558,39 @@ class PartitionLog(PartitionReader):
         with self._mutex:
             self._segments[-1].flush()
 
+    # --- DeleteRecords -------------------------------------------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """Move the log start offset forward to ``offset`` (-1: the high watermark), Kafka's
+        DeleteRecords on one partition; returns the low watermark, the log start after it.
+
+        Refusals (``delete_records`` module: an internal topic, a policy without ``delete``, an
+        offset outside [0, high watermark]) raise before anything changes; an offset at or
+        below the current start changes nothing. Under the partition lock: caught up, the
+        active segment synced (every record below the new start durable before the
+        checkpoint says it was deleted), then the checkpoint written durably (STYLE 3).
+        Readers in every process refuse offsets below it from then on; the segments wholly
+        below it go at the next retention pass. Transactions that began below it stay open,
+        and hold the LSO at the new start until they end (``last_stable_offset``).
+        """
+        with self._write_locked():
+            # under the lock: the policy is the config the write holds (a peer may alter it)
+            deleting.check_topic(self.topic_partition, self.config)
+            self._catch_up()
+            tp, end = self.topic_partition, self._end_offset
+            new_start = deleting.new_log_start_offset(tp, offset, end)
+            current = self._log_start_now()
+            if new_start <= current:
+                return current
+            self._segments[-1].flush()
+            write_log_start(self.directory, new_start)
+            crash_point("delete_records.after_checkpoint")
+            logger.info(
+                "%s: log start offset moved from %d to %d (DeleteRecords)",
+                self.topic_partition, current, new_start,
+            )  # fmt: skip
+            return new_start
+
     # --- housekeeping: retention and producer-id expiration -----------------------------------
 
     def run_housekeeping(self) -> PartitionHousekeeping | None:
@@ -572,9 +610,7 @@ class PartitionLog(PartitionReader):
                 expired = self.producer_state.remove_expired_producers()
                 if expired or self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS:
                     self.producer_state.take_snapshot()
-                return PartitionHousekeeping(
-                    tuple(deleted), tuple(expired), self._segments[0].base_offset
-                )
+                return PartitionHousekeeping(tuple(deleted), tuple(expired), self._log_start_now())
         except LogLockedError:
             return None  # being written (or its writer is stopped mid-append): next round
         except UnknownTopicOrPartitionError:
@@ -611,6 +647,7 @@ class PartitionLog(PartitionReader):
             self.config,
             self._clock.time_ms(),
             self.producer_state,
+            read_log_start(self.directory),
         )
         deleted = self._segments[:count]
         if count:

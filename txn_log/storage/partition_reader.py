@@ -11,14 +11,21 @@ never truncates, deletes or writes a file:
 - segments another process's retention deleted are forgotten (``_refresh_start``); one deleted
   before this process applied what followed it is jumped over, producer state reloaded from a
   snapshot at or after the new log start (``_skip_deleted_segments``); a read below the log
-  start raises OffsetOutOfRangeError naming the range.
+  start raises OffsetOutOfRangeError naming the range;
+- the log start is ``max(first segment's base, the DeleteRecords checkpoint)``
+  (``log_start_checkpoint``), the checkpoint read afresh by every call that needs the start (a
+  14-byte file), before catching up, so a start another process moved is honoured at once and
+  is never past the end this process has caught up to.
 
 Producer state is kept only when asked for at opening (``last_stable_offset``,
 ``producer_state``): without it, opening costs O(segments) however many batches follow the last
 snapshot, which is what an executor reading a planned range needs.
 
 Offsets: ``log_end_offset`` is exclusive (the next offset to assign); ``high_watermark`` equals
-it (no replication); ``last_stable_offset`` = min(first unstable offset, log end) (B-03, B-04).
+it (no replication); ``last_stable_offset`` = min(max(first unstable offset, log start), log
+end) (B-03, B-04): a transaction that began below a start DeleteRecords moved holds it at the
+start, never below it (Kafka's ``maybeIncrementFirstUnstableOffset``), so the LSO never goes
+backward and a read_committed reader starting at the log start waits for it, then reads on.
 
 Thread safety: one ``threading.RLock`` per object guards the cache. Iterators returned by
 ``read`` and ``batch_locations`` run outside it, over the segments as they were.
@@ -47,6 +54,7 @@ from txn_log.storage.log_segments import (
     reopen_replaced_segments,
     segment_bases_on_disk,
 )
+from txn_log.storage.log_start_checkpoint import read_log_start
 from txn_log.storage.partition_metadata import PartitionIdentity, check_identity, read_identity
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.segment import LogSegment
@@ -246,11 +254,19 @@ class PartitionReader:
 
     @property
     def log_start_offset(self) -> int:
-        """First offset still in the log, inclusive (after forgetting segments that another
-        process's retention deleted)."""
+        """First offset still in the log, inclusive: the first segment's base (after forgetting
+        segments that another process's retention deleted) or the DeleteRecords checkpoint,
+        whichever is higher (module docstring). CorruptSnapshotError if the checkpoint does not
+        read back whole."""
         with self._mutex:
-            self._refresh_start()
-            return self._segments[0].base_offset
+            return self._log_start_now()
+
+    def _log_start_now(self) -> int:
+        """The log start as the files say now (the caller holds the mutex); catches up."""
+        checkpointed = read_log_start(self.directory)  # first: the end caught up to passes it
+        self._catch_up()
+        self._refresh_start()
+        return max(self._segments[0].base_offset, min(checkpointed, self._end_offset))
 
     @property
     def log_end_offset(self) -> int:
@@ -266,14 +282,24 @@ class PartitionReader:
 
     @property
     def last_stable_offset(self) -> int:
-        """First offset of the earliest open transaction, else the log end (B-03, B-04)."""
+        """First offset of the earliest open transaction, else the log end (B-03, B-04), never
+        below the log start (module docstring)."""
         state = self._require_producer_state("last_stable_offset")
         with self._mutex:
-            self._catch_up()
+            log_start = self._log_start_now()
             first_unstable = state.first_unstable_offset()
             if first_unstable is None:
                 return self._end_offset
-            return min(first_unstable, self._end_offset)
+            return min(max(first_unstable, log_start), self._end_offset)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Inclusive first offset of the earliest open transaction, even one that began below
+        the log start (B-03; the log cleaner never passes it, B-17), None when none is open."""
+        state = self._require_producer_state("first_unstable_offset")
+        with self._mutex:
+            self._catch_up()
+            return state.first_unstable_offset()
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -289,8 +315,9 @@ class PartitionReader:
 
     def check_offset(self, offset: int) -> None:
         """Raise OffsetOutOfRangeError naming the valid range unless start ≤ offset ≤ end."""
-        end = self.log_end_offset
-        check_offset_in_log(self.topic_partition, offset, self.log_start_offset, end)
+        with self._mutex:
+            log_start = self._log_start_now()
+            check_offset_in_log(self.topic_partition, offset, log_start, self._end_offset)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -311,12 +338,9 @@ class PartitionReader:
         past the log end.
         """
         with self._mutex:
-            self._catch_up()
-            self._refresh_start()
+            log_start = self._log_start_now()
             end = self._end_offset if end_offset is None else min(end_offset, self._end_offset)
-            check_offset_in_log(
-                self.topic_partition, start_offset, self.log_start_offset, self._end_offset
-            )
+            check_offset_in_log(self.topic_partition, start_offset, log_start, self._end_offset)
             segments = list(self._segments)
         return self._iter_batches(segments, start_offset, end)
 
@@ -350,17 +374,20 @@ class PartitionReader:
             return aborted
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """First offset whose record timestamp is ≥ ``timestamp_ms`` (KIP-32, T-17); None if none.
+        """First offset at or after the log start whose record timestamp is ≥ ``timestamp_ms``
+        (KIP-32, T-17; Kafka looks from the log start too); None if none.
 
         Control records are never the answer (F-30).
         """
         with self._mutex:
-            self._catch_up()
+            log_start = self._log_start_now()
             for segment in self._segments:
+                if segment.next_offset <= log_start:
+                    continue
                 if segment.max_timestamp is not None and segment.max_timestamp < timestamp_ms:
                     continue
                 found = segment.find_offset_by_timestamp(
-                    timestamp_ms, segment.base_offset, replay.record_timestamps
+                    timestamp_ms, max(segment.base_offset, log_start), replay.record_timestamps
                 )
                 if found is not None:
                     return found

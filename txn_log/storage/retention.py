@@ -5,11 +5,17 @@ Kafka's rules, applied by ``PartitionLog`` under the partition's lock:
 - retention.ms judges a segment by its newest record's timestamp (T-10), not by file times; a
   segment holding only control batches by its first marker's (append) time;
 - retention.bytes deletes the oldest segment while what remains is still at least the limit;
+- a segment wholly below the log start that DeleteRecords moved (``log_start_checkpoint``) is
+  deleted whatever its age or size (Kafka's ``deleteLogStartOffsetBreachedSegments``, which
+  also runs for a topic that is compacted only); deleting it never moves the start backward,
+  since the start is the higher of the first segment's base and the checkpoint;
 - the active (newest) segment is never deleted, nor one holding data of an open transaction,
-  so the last stable offset never falls below the log start (B-03, B-04);
+  so the first unstable offset never falls below the first segment (B-03, B-04); one below
+  the checkpointed start waits for its transaction to end (readers refuse its offsets anyway);
 - a segment goes with its offset and time indexes and its aborted-transaction index (B-09);
-- only for topics whose ``cleanup.policy`` names ``delete`` (the default; ``compact,delete``
-  too): a purely compacted topic is shrunk by the log cleaner instead (CFG-18, C-02);
+- by age and size only for topics whose ``cleanup.policy`` names ``delete`` (the default;
+  ``compact,delete`` too): a purely compacted topic is shrunk by the log cleaner instead
+  (CFG-18, C-02);
 - never a segment of an internal topic: ``__transaction_state`` (transactional ids, the
   ledgers of atomic commits) and ``__consumer_offsets`` are replayed from their first offset,
   and are compacted (cleanup.policy=compact, C-02) instead of deleted by age.
@@ -48,15 +54,19 @@ def delete_old_segments(
     config: TopicConfig,
     now_ms: int,
     state: ProducerStateManager,
+    log_start_offset: int = 0,
 ) -> int:
     """Delete the oldest of ``segments`` (oldest first, the last one active) while retention
     applies at ``now_ms``; returns how many went (the caller drops them from its list).
+    ``log_start_offset`` is the checkpointed log start (inclusive; 0 when never moved).
 
     Producer state is kept (Kafka since KIP-360): a snapshot at or after the new log start
     makes sure a process that opens the partition later has it too, before any file goes.
     """
-    count = deletable_segments(topic, segments, config, now_ms, state.first_unstable_offset())
-    log_start = segments[count].base_offset
+    count = deletable_segments(
+        topic, segments, config, now_ms, state.first_unstable_offset(), log_start_offset
+    )
+    log_start = segments[count].base_offset  # the first segment kept
     if count:
         latest = state.latest_snapshot_offset()
         if latest is None or latest <= log_start:  # opening drops those at the log start
@@ -73,27 +83,34 @@ def deletable_segments(
     config: TopicConfig,
     now_ms: int,
     first_unstable_offset: int | None,
+    log_start_offset: int = 0,
 ) -> int:
     """How many of the oldest ``segments`` of ``topic`` (oldest first, the last one active)
     retention deletes at ``now_ms``; ``first_unstable_offset`` is the inclusive first offset of
-    the earliest open transaction, None when none is open."""
-    if not applies_to(topic) or not config.delete:
+    the earliest open transaction, None when none is open; ``log_start_offset`` the
+    checkpointed log start (inclusive), below which whole segments go whatever the policy."""
+    if not applies_to(topic):
         return 0
     total = sum(s.size for s in segments)
     count = 0
     for segment in segments[:-1]:
         if first_unstable_offset is not None and segment.next_offset > first_unstable_offset:
             break
-        newest = newest_timestamp(segment)
-        expired = config.retention_ms >= 0 and (
-            newest is None or now_ms - newest > config.retention_ms
-        )
-        oversize = config.retention_bytes >= 0 and total - segment.size >= config.retention_bytes
-        if not (expired or oversize):
+        below_start = segment.next_offset <= log_start_offset
+        if not (below_start or (config.delete and _breaches(segment, config, now_ms, total))):
             break
         total -= segment.size
         count += 1
     return count
+
+
+def _breaches(segment: LogSegment, config: TopicConfig, now_ms: int, total: int) -> bool:
+    """Whether retention.ms or retention.bytes deletes ``segment`` (the oldest left) when the
+    partition holds ``total`` bytes."""
+    newest = newest_timestamp(segment)
+    expired = config.retention_ms >= 0 and (newest is None or now_ms - newest > config.retention_ms)
+    oversize = config.retention_bytes >= 0 and total - segment.size >= config.retention_bytes
+    return expired or oversize
 
 
 def newest_timestamp(segment: LogSegment) -> int | None:
