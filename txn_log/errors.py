@@ -132,9 +132,18 @@ class RecordTooLargeError(ConfigError):
 
 
 class InvalidRecordError(ConfigError):
-    """INVALID_RECORD (87): a record the log refuses, e.g. a client's control batch (F-31)."""
+    """INVALID_RECORD (87): a record the log refuses, e.g. a client's control batch (F-31).
+
+    ``record_errors``: (index in the batch, why) of the records at fault when only some are
+    (Kafka's ``RecordError``, Produce v8+ ``record_errors``), so that a client fails those
+    records with INVALID_RECORD and the rest of the batch as sent with them; empty when the
+    whole batch is at fault."""
 
     code = 87
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class InvalidTimestampError(ConfigError):

@@ -29,7 +29,12 @@ import struct
 from typing import Any
 
 from txn_log.coordinator.transactional_append import append_client_batch
-from txn_log.errors import CorruptRecordError, TransactionalIdAuthorizationError, TxnLogError
+from txn_log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    TransactionalIdAuthorizationError,
+    TxnLogError,
+)
 from txn_log.record.batch_header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchAttributes
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.log_validator import validate_client_batch
@@ -114,12 +119,17 @@ def _is_transactional(batch: memoryview) -> bool:
 
 
 def _refused(index: int, error: TxnLogError, request: Request) -> dict[str, Any]:
-    return {
+    answer: dict[str, Any] = {
         "index": index,
         "error_code": error_code(error, PRODUCE, request.api_version),
         "base_offset": -1,
         "error_message": str(error),
     }
+    if isinstance(error, InvalidRecordError) and error.record_errors:  # v8+ reads them
+        answer["record_errors"] = [
+            {"batch_index": at, "batch_index_error_message": why} for at, why in error.record_errors
+        ]
+    return answer
 
 
 def _produce_partition(

@@ -79,6 +79,46 @@ def test_a_producer_fails_an_illegal_topics_messages_at_once(tmp_path: Path) -> 
         served.stop()
 
 
+@pytest.mark.parametrize("one_per_batch", [False, True])
+def test_keyless_records_of_a_compacted_topic_fail_alone_with_record_errors(
+    tmp_path: Path, one_per_batch: bool
+) -> None:
+    """librdkafka 0011 (test_message_single_partition_record_fail): Kafka answers a batch with
+    keyless records for a compacted topic INVALID_RECORD with the index of each keyless record
+    (Produce v8 ``record_errors``), so the client fails those records with INVALID_RECORD and
+    the others sent with them with _INVALID_DIFFERENT_RECORD; one record a batch, only the
+    keyless ones fail. Nothing of a refused batch is written."""
+    with Log.open(tmp_path / "log") as log:
+        log.create_topic("table", 1, config={"cleanup.policy": "compact"})
+    served = start_serve(tmp_path / "log")
+    try:
+        settings: dict[str, Any] = {"bootstrap.servers": served.bootstrap, "linger.ms": 200}
+        if one_per_batch:
+            settings["batch.size"] = 1
+        producer = Producer(settings)
+        outcomes: dict[int, int] = {}
+        for i in range(20):
+            producer.produce(
+                "table", f"v{i}".encode(), key=None if i % 10 == 0 else f"k{i}".encode(),
+                partition=0,
+                on_delivery=lambda e, _m, i=i: outcomes.__setitem__(i, e.code() if e else 0),
+            )  # fmt: skip
+        assert producer.flush(30) == 0
+        keyless = {i: code for i, code in outcomes.items() if i % 10 == 0}
+        keyed = {i: code for i, code in outcomes.items() if i % 10 != 0}
+        assert set(keyless.values()) == {KafkaError.INVALID_RECORD}, outcomes
+        if one_per_batch:
+            assert set(keyed.values()) == {0}, outcomes
+        else:
+            assert set(keyed.values()) == {KafkaError._INVALID_DIFFERENT_RECORD}, outcomes
+    finally:
+        served.stop()
+    with Log.open(tmp_path / "log", read_only=True) as log:
+        stored = log.consumer("read_uncommitted").read(TopicPartition("table", 0), 0, 100)
+        assert all(record.key is not None for record in stored)
+        assert len(stored) == (18 if one_per_batch else 0)
+
+
 def test_offset_commit_for_a_topic_or_partition_that_does_not_exist_is_unknown(
     tmp_path: Path,
 ) -> None:

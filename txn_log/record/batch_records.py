@@ -73,7 +73,12 @@ class RecordsSummary:
     """What validation needs to know of a batch's records once they are shown well formed."""
 
     records: int
-    null_keys: int
+    null_key_indexes: tuple[int, ...]
+    """Where in the batch (0-based) the records without a key are."""
+
+    @property
+    def null_keys(self) -> int:
+        return len(self.null_key_indexes)
 
 
 def check_records(
@@ -94,7 +99,7 @@ def check_records(
     check_count(header, end - position)
     count = header.records_count
     if count == 0:
-        return RecordsSummary(0, 0)
+        return RecordsSummary(0, ())
     if count <= SMALL_BATCH_RECORDS:  # numpy's fixed cost outweighs a loop over a few records
         deltas, null_keys = _walk_records(records, position, end, count)
         _check_offset_deltas(np.array(deltas, dtype=np.int64), header, stored=stored)
@@ -102,15 +107,18 @@ def check_records(
     layout = record_layout(records, position, end, count)
     headers_column(records, layout)  # every record's fields add up to its length (F-18)
     _check_offset_deltas(layout.offset_delta, header, stored=stored)
-    null_keys = int(np.count_nonzero(layout.key_length < 0))
+    null_keys = tuple(int(index) for index in np.flatnonzero(layout.key_length < 0))
     return RecordsSummary(count, null_keys)
 
 
-def _walk_records(data: Records, position: int, end: int, count: int) -> tuple[list[int], int]:
-    """(offset deltas, records without a key) of ``count`` records from ``position``, one
-    record at a time; the same checks as ``record_layout`` and ``headers_column``."""
+def _walk_records(
+    data: Records, position: int, end: int, count: int
+) -> tuple[list[int], tuple[int, ...]]:
+    """(offset deltas, indexes of the records without a key) of ``count`` records from
+    ``position``, one record at a time; the same checks as ``record_layout`` and
+    ``headers_column``."""
     deltas = []
-    null_keys = 0
+    null_keys: list[int] = []
     for index in range(count):
         if position >= end:
             raise CorruptRecordError(f"records_count is {count} but the records end after {index}")
@@ -123,7 +131,7 @@ def _walk_records(data: Records, position: int, end: int, count: int) -> tuple[l
         for field in ("key", "value"):
             field_length, cursor = decode_varint(data, cursor)
             if field == "key" and field_length < 0:
-                null_keys += 1
+                null_keys.append(index)
             cursor += max(field_length, 0)
             if cursor > record_end:
                 raise CorruptRecordError(f"record {index}: its {field} overruns the record")
@@ -137,7 +145,7 @@ def _walk_records(data: Records, position: int, end: int, count: int) -> tuple[l
         position = record_end
     if position != end:
         raise CorruptRecordError(f"{end - position} bytes follow the last of {count} records")
-    return deltas, null_keys
+    return deltas, tuple(null_keys)
 
 
 def _check_offset_deltas(deltas: Any, header: BatchHeader, *, stored: bool) -> None:

@@ -161,10 +161,15 @@ def _check_records(
     except TxnLogError as error:
         raise type(error)(f"{topic_partition}: {error}") from None
     if config.compact and summary.null_keys:
+        why = (
+            "Compacted topic cannot accept message without key in topic partition "
+            f"{topic_partition}."
+        )
         raise InvalidRecordError(
             f"{topic_partition}: compacted topic cannot accept a record without a key "
             f"({summary.null_keys} of the batch's {summary.records} records have none): the "
-            "log cleaner keeps one record per key, and could never remove a keyless one"
+            "log cleaner keeps one record per key, and could never remove a keyless one",
+            tuple((index, why) for index in summary.null_key_indexes),
         )
 
 

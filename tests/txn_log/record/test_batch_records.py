@@ -33,11 +33,11 @@ records = st.lists(
 )
 
 
-def numpy_walk(data: bytes, count: int) -> tuple[list[int], int]:
+def numpy_walk(data: bytes, count: int) -> tuple[list[int], tuple[int, ...]]:
     layout = record_layout(data, HEADER_SIZE, len(data), count)
     headers_column(data, layout)
     deltas = [int(d) for d in layout.offset_delta]
-    return deltas, int(np.count_nonzero(layout.key_length < 0))
+    return deltas, tuple(int(i) for i in np.flatnonzero(layout.key_length < 0))
 
 
 def outcome(walk, data: bytes, count: int):  # type: ignore[no-untyped-def]
