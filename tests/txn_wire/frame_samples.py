@@ -2,8 +2,9 @@
 and the extreme values the frame tests write into their length fields.
 
 ``sample_frame`` fills every field of a request: each array gets one element, each string
-"orders" (the tests' topic; "scratch", which no test log has, in a DeleteTopics: the frame
-fuzz sends these to a server it then asks for "orders"), bytes two bytes, records a real
+"orders" (the tests' topic; "scratch", which no test log has, in the requests that delete or
+change a topic, ``CHANGES_TOPICS``: the frame fuzz sends these to a server it then asks for
+"orders"), bytes two bytes, records a real
 batch, integers 0, and every tagged field a value other than its default (so that it is
 written). So the frame has a length
 field of every kind the schema has, at every depth. ``mutations`` rewrites one length field
@@ -57,7 +58,9 @@ def has_schema(api_key: int, version: int) -> bool:
     return True
 
 
-DELETE_TOPICS = 20
+CHANGES_TOPICS = frozenset({20, 21, 33, 37, 44})
+"""DeleteTopics, DeleteRecords, AlterConfigs, CreatePartitions, IncrementalAlterConfigs: their
+samples name "scratch", so that a fuzzed one cannot change the topic the fuzz then asks for."""
 
 
 def sample_body(schema: type[Any], string: str = "orders") -> dict[str, Any]:
@@ -78,7 +81,7 @@ def sample_body(schema: type[Any], string: str = "orders") -> dict[str, Any]:
 def sample_frame(api_key: int, version: int, correlation_id: int = 1) -> bytes:
     """A valid length-prefixed request with every field filled."""
     schema = load_request_schema(api_key, version)
-    body = sample_body(schema, "scratch" if api_key == DELETE_TOPICS else "orders")
+    body = sample_body(schema, "scratch" if api_key in CHANGES_TOPICS else "orders")
     return encode_request(api_key, version, correlation_id, body, "fuzz")
 
 
