@@ -36,7 +36,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     13: (0, 3),  # LeaveGroup
     14: (0, 3),  # SyncGroup
     15: (0, 4),  # DescribeGroups
-    16: (0, 3),  # ListGroups
+    16: (0, 5),  # ListGroups
     18: (0, 3),  # ApiVersions
     19: (0, 5),  # CreateTopics
     20: (1, 6),  # DeleteTopics (v0 is gone from Kafka 4 and kio; v6 names topics by id too)

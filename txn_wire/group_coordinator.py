@@ -68,6 +68,10 @@ FENCED_INSTANCE_ID = 82
 SESSION_CHECK_INTERVAL_S = 0.1
 
 
+CLASSIC_GROUP_TYPE = "classic"
+"""The one group protocol served here (KIP-848's "consumer" groups are not)."""
+
+
 class GroupState(enum.Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -529,16 +533,32 @@ class GroupCoordinator:
     def list_groups(self, request: Request, with_offsets: Collection[str] = ()) -> Plain:
         """Every group with members, and every group that holds committed offsets
         (``with_offsets``, the engine's store) though none of its members is here: Kafka lists
-        those Empty groups too, and tools find a group's offsets through them."""
-        listed = {g.group_id: g.protocol_type for g in self.groups.values() if g.members}
+        those Empty groups too, and tools find a group's offsets through them. v4+ gives each
+        group's state and keeps those ``states_filter`` names (KIP-518); v5+ its type, always
+        ``classic`` here, and keeps those ``types_filter`` names (KIP-848); both filters match
+        without regard to case, as Kafka's, and an empty one keeps every group."""
+        listed = {
+            g.group_id: (g.protocol_type, g.state.value) for g in self.groups.values() if g.members
+        }
         for group_id in with_offsets:
             group = self.groups.get(group_id)
-            listed.setdefault(group_id, group.protocol_type if group else "")
+            protocol_type = group.protocol_type if group else ""
+            listed.setdefault(group_id, (protocol_type, GroupState.EMPTY.value))
+        states = {state.lower() for state in request.body.get("states_filter") or ()}
+        types = {kind.lower() for kind in request.body.get("types_filter") or ()}
+        if types and CLASSIC_GROUP_TYPE.lower() not in types:
+            listed = {}
         return {
             "error_code": NONE,
             "groups": [
-                {"group_id": group_id, "protocol_type": protocol_type}
-                for group_id, protocol_type in sorted(listed.items())
+                {
+                    "group_id": group_id,
+                    "protocol_type": protocol_type,
+                    "group_state": state,
+                    "group_type": CLASSIC_GROUP_TYPE,
+                }
+                for group_id, (protocol_type, state) in sorted(listed.items())
+                if not states or state.lower() in states
             ],
         }
 

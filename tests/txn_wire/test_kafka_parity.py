@@ -239,6 +239,39 @@ def test_a_group_holding_offsets_without_members_is_listed_and_described_empty(
     assert states == {"batch-job": ConsumerGroupState.EMPTY, "never-seen": ConsumerGroupState.DEAD}
 
 
+def test_list_groups_reports_state_and_type_and_filters_by_them_KIP518_KIP848(
+    tmp_path: Path,
+) -> None:
+    """librdkafka 0081 (ListConsumerGroups with match_states / match_types): ListGroups v4+
+    gives each group's state and keeps the states asked for; v5+ gives its type (classic: the
+    one protocol served) and keeps the types asked for."""
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+
+    log_dir = tmp_path / "log"
+    with Log.open(log_dir) as log:
+        log.create_topic("orders", 1)
+        log.group_offsets.commit("idle", {TopicPartition("orders", 0): OffsetAndMetadata(1)})
+    served = start_serve(log_dir)
+    try:
+        admin = AdminClient({"bootstrap.servers": served.bootstrap})
+
+        def listed(**filters: Any) -> list[tuple[str, Any, Any]]:
+            found = admin.list_consumer_groups(**filters).result(timeout=30)
+            assert not found.errors, found.errors
+            return [(g.group_id, g.state, g.type) for g in found.valid]
+
+        everything = listed()
+        empty_only = listed(states={ConsumerGroupState.EMPTY})
+        stable_only = listed(states={ConsumerGroupState.STABLE})
+        classic = listed(types={ConsumerGroupType.CLASSIC})
+        consumer = listed(types={ConsumerGroupType.CONSUMER})
+    finally:
+        served.stop()
+    idle = ("idle", ConsumerGroupState.EMPTY, ConsumerGroupType.CLASSIC)
+    assert everything == empty_only == classic == [idle]
+    assert stable_only == [] and consumer == []
+
+
 @pytest.mark.parametrize("delay_ms", [3000, 0])
 def test_a_new_groups_first_generation_waits_the_initial_rebalance_delay(
     tmp_path: Path, delay_ms: int
