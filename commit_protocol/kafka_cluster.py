@@ -10,6 +10,7 @@ Below the backend (``kafka_backend``), its task transactions (``kafka_task``) an
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Hashable
 from typing import Any, Protocol
 
@@ -102,29 +103,43 @@ class _LastMessage(logging.Handler):
 def check_reachable(cluster: ClusterSettings, timeout_s: float = REACHABLE_TIMEOUT_S) -> None:
     """Raise ConfigError, in one line naming the address, unless the cluster answers a
     metadata request within ``timeout_s`` (with the user's own ``kafka.*`` settings, so a
-    wrong security setting is reported here too). Called on the driver when the options are
-    parsed, before any other client of the cluster is built."""
+    wrong security setting is reported here too). As soon as librdkafka finds every bootstrap
+    address down (a refused connection, a name that does not resolve) it refuses at once
+    rather than at the timeout. Called on the driver when the options are parsed, before any
+    other client of the cluster is built."""
     handler = _LastMessage()
     logger = logging.Logger(f"txnlog.kafka.reachable.{id(handler)}")  # not in the registry
     logger.addHandler(handler)
+    down: list[KafkaError] = []
     config: dict[str, Any] = cluster.client_config(allow_auto_create_topics=False)
     config["logger"] = logger
+    config["error_cb"] = lambda error: down.append(error) if error.code() in _DOWN else None
     try:
         admin = AdminClient(config)
     except KafkaException as error:
         raise ConfigError(
             f"the kafka.* options for {cluster.describe()} are not valid: {error.args[0].str()}"
         ) from None
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except KafkaException as error:
-        admin.poll(0)  # hands librdkafka's queued log messages to the handler
-        # "FAIL [rdkafka#producer-1] [thrd:host:port/bootstrap]: host:port/bootstrap: why"
-        reason = handler.last.split("]: ", 1)[-1] if handler.last else str(error.args[0])
-        raise ConfigError(
-            f"cannot reach {cluster.describe()} (option kafka.bootstrap.servers) within "
-            f"{timeout_s:g} s: {reason}"
-        ) from None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin.list_topics(timeout=min(_STEP_S, max(deadline - time.monotonic(), 0.01)))
+            return
+        except KafkaException as error:
+            admin.poll(0)  # hands librdkafka's queued log messages and errors to their callbacks
+            if not down and time.monotonic() < deadline:
+                continue
+            # "FAIL [rdkafka#producer-1] [thrd:host:port/bootstrap]: host:port/bootstrap: why"
+            reason = handler.last.split("]: ", 1)[-1] if handler.last else str(error.args[0])
+            waited = f"within {timeout_s:g} s" if not down else "(every address is down)"
+            raise ConfigError(
+                f"cannot reach {cluster.describe()} (option kafka.bootstrap.servers) {waited}: "
+                f"{reason}"
+            ) from None
+
+
+_DOWN = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE})
+_STEP_S = 0.25
 
 
 def client_error(error: KafkaException, doing: str) -> TxnLogError:
