@@ -85,7 +85,7 @@ soak: setup
 	$(PY) -m integration.soak
 
 ## librdkafka-suite: librdkafka's own test suite (v2.15.0) against `txnlog serve`, a fresh server
-## per test number, full mode, default and idempotent (-P) (about 2 hours; not part of make test).
+## per test number, full mode, default and idempotent (-P) (about an hour; not part of make test).
 ## Needs LIBRDKAFKA_TESTS=<built librdkafka>/tests (README, "librdkafka's test suite"); without
 ## it, it says what it needs and skips. Fewer: make librdkafka-suite LIBRDKAFKA_SUITE_ARGS="--tests 0001,0030-0045"
 LIBRDKAFKA_SUITE_ARGS ?=
