@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from txn_log.file_lock import FileLock
 from txn_log.storage.durable_file import write_durably
 from txn_wire.acl import AclFileError, AclRule, load_acls, parse_rules
+from txn_wire.watched_file import editor_lock
 
 
 def format_rule(rule: AclRule) -> str:
@@ -44,7 +44,7 @@ def read_rules(path: Path) -> list[AclRule]:
 def add_rules(path: Path, rules: Iterable[AclRule]) -> list[AclRule]:
     """Append the rules ``path`` does not hold yet (the file is created if missing); returns
     those added."""
-    with FileLock(_lock_path(path)):
+    with editor_lock(path):
         text = path.read_text() if path.exists() else ""
         existing = set(parse_rules(text, str(path))) if text else set()
         added = [rule for rule in dict.fromkeys(rules) if rule not in existing]
@@ -59,7 +59,7 @@ def remove_rules(path: Path, rules: Iterable[AclRule]) -> list[AclRule]:
     """Drop every line of ``path`` holding one of ``rules``; returns the rules removed (in file
     order). AclFileError if the file is missing."""
     doomed = set(rules)
-    with FileLock(_lock_path(path)):
+    with editor_lock(path):
         if not path.exists():
             raise AclFileError(f"ACL file {path}: no such file")
         kept, removed = [], []
@@ -79,7 +79,3 @@ def remove_rules(path: Path, rules: Iterable[AclRule]) -> list[AclRule]:
 def _replace(path: Path, text: str) -> None:
     parse_rules(text, str(path))  # never write what the server would refuse
     write_durably(path, text.encode())
-
-
-def _lock_path(path: Path) -> Path:
-    return path.with_name(path.name + ".lock")

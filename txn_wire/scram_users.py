@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from txn_log.file_lock import FileLock
 from txn_log.storage.durable_file import write_durably
 from txn_wire.sasl import (
     FILE_KEYS,
@@ -31,6 +30,7 @@ from txn_wire.sasl import (
     load_users,
     scram_credential,
 )
+from txn_wire.watched_file import editor_lock
 
 SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 MAX_ITERATIONS = 16384  # Kafka's ScramMechanism.maxIterations
@@ -135,7 +135,7 @@ def alter_user(
             f"user {user!r}: {', '.join(sorted(both))} is both added and deleted in one change"
         )
     path = Path(path)
-    with FileLock(path.with_name(path.name + ".lock")):
+    with editor_lock(path):
         document = _read_document(path)
         entry = document.get(user)
         held = entry_credentials(path, user, entry) if entry is not None else {}

@@ -18,10 +18,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from txn_log.file_lock import FileLock
 from txn_log.storage.held_file import HeldFile
 
 T = TypeVar("T")
 _log = logging.getLogger("txn_wire.watched_file")
+
+
+def editor_lock(path: Path) -> FileLock:
+    """The lock the tools that change a watched file (``txnlog users``, ``txnlog acls``) hold
+    for their whole read-change-replace, so that two of them never lose each other's change:
+    an flock on ``<file>.lock`` beside it (the server itself only reads)."""
+    return FileLock(path.with_name(path.name + ".lock"))
 
 
 class WatchedFile(Generic[T]):
