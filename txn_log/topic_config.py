@@ -172,6 +172,12 @@ LIST_KEYS = frozenset({"cleanup.policy"})
 incremental alteration may APPEND to or SUBTRACT from."""
 
 
+def config_value_text(value: object) -> str:
+    """A config value as Kafka's tools and DescribeConfigs write it (``true``, not Python's
+    ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def parse_cleanup_policy(raw: Any) -> str:
     """Kafka's ``cleanup.policy`` list, normalised to ``delete``, ``compact`` or
     ``compact,delete``; InvalidConfigError naming the valid values otherwise."""

@@ -58,7 +58,7 @@ from collections import Counter
 from typing import Any
 
 from txn_log.errors import InvalidPartitionsError, TopicAlreadyExistsError, TxnLogError
-from txn_log.topic_config import TopicConfig, validate_topic_name
+from txn_log.topic_config import TopicConfig, config_value_text, validate_topic_name
 from txn_wire.acl import Operation
 from txn_wire.broker import BROKER_ID, UNKNOWN_TOPIC_OR_PARTITION, Broker, error_code
 from txn_wire.codec import Plain, Request
@@ -272,15 +272,11 @@ def _values(config: TopicConfig, overrides: frozenset[str]) -> dict[str, tuple[A
     return {key: (value, key in overrides) for key, value in config.to_mapping().items()}
 
 
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def _config_entry(key: str, entry: tuple[Any, bool]) -> Plain:
     value, dynamic = entry
     return {
         "name": key,
-        "value": _text(value),
+        "value": config_value_text(value),
         "read_only": False,
         "config_source": DYNAMIC_TOPIC_CONFIG if dynamic else DEFAULT_CONFIG,
         "is_default": not dynamic,

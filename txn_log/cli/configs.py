@@ -25,7 +25,7 @@ from typing import Any
 from txn_log.cli.common import EXIT_OK, UsageError, emit_json, open_log
 from txn_log.log import Log
 from txn_log.log_dir.alter_configs import AlterConfigOp, OpType
-from txn_log.topic_config import KEYS, TopicConfig
+from txn_log.topic_config import KEYS, TopicConfig, config_value_text
 
 DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
 DEFAULT_CONFIG = "DEFAULT_CONFIG"
@@ -158,17 +158,13 @@ def describe(
         "topic": topic,
         "configs": {
             key: {
-                "value": text(value),
+                "value": config_value_text(value),
                 "source": DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG,
             }
             for key, value in sorted(config.to_mapping().items())
             if key in shown
         },
     }
-
-
-def text(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def run_describe(args: argparse.Namespace) -> int:

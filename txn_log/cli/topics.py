@@ -28,7 +28,12 @@ from txn_log.errors import InvalidPartitionsError, InvalidTopicError
 from txn_log.log import MAX_PARTITIONS, Log
 from txn_log.log_dir.housekeeping import last_pass_ms
 from txn_log.storage.retention import applies_to
-from txn_log.topic_config import INTERNAL_TOPICS, TopicConfig, validate_topic_name
+from txn_log.topic_config import (
+    INTERNAL_TOPICS,
+    TopicConfig,
+    config_value_text,
+    validate_topic_name,
+)
 from txn_log.topic_partition import TopicPartition
 
 
@@ -172,12 +177,12 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(described)
         return EXIT_OK
-    defaults = TopicConfig().to_mapping()
     for index, entry in enumerate(described):
-        overrides = ",".join(
-            f"{key}={_config_text(value)}"
+        overridden = log.topic_config_overrides(entry["topic"])
+        overrides = ",".join(  # the values set on the topic, as kafka-topics shows them
+            f"{key}={config_value_text(value)}"
             for key, value in sorted(entry["config"].items())
-            if value != defaults[key]
+            if key in overridden
         )
         retention = ", ".join(f"{k}={v}" for k, v in entry["retention"].items())
         if index:
@@ -204,11 +209,6 @@ def run_describe(args: argparse.Namespace) -> int:
     last_pass = format_time(housekeeping["last_pass_ms"])
     print(f"Last housekeeping pass (retention, log cleaner): {last_pass}")
     return EXIT_OK
-
-
-def _config_text(value: object) -> str:
-    """A config value as Kafka's tools write it (``true``, not Python's ``True``)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def format_time(ms: int | None) -> str:
