@@ -36,6 +36,20 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+_HASHES: dict[bytes, int] = {}
+_HASHES_MAX = 1 << 16
+"""Keys hashed lately (``murmur2(key) & 0x7fffffff``): keys repeat (a user, an order id), and
+murmur2 in Python costs more than the rest of a send. Emptied when full, so it holds at most
+65,536 keys; a dict's get and set are atomic under the GIL, so threads may share it."""
+
+
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner picks for ``key`` among ``partitions``."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    if type(key) is not bytes:  # a bytearray or memoryview: not hashable, not remembered
+        return (murmur2(key) & 0x7FFFFFFF) % partitions
+    positive = _HASHES.get(key)
+    if positive is None:
+        if len(_HASHES) >= _HASHES_MAX:
+            _HASHES.clear()
+        positive = _HASHES[key] = murmur2(key) & 0x7FFFFFFF
+    return positive % partitions

@@ -14,8 +14,12 @@ before any data is written (C-16, C-38).
 
 ``send()`` checks every field before it buffers the record (``producer_record``), and a
 buffered record leaves its buffer only once the batch holding it was appended: a failed flush
-loses none. A batch that compression grew past ``max.message.bytes`` is split and appended in
-parts, in order, with consecutive sequences (Kafka's producer splits and re-enqueues it).
+loses none. Its common case (a known topic, bytes key and value, no headers, a partition
+buffer with room) makes the same checks in one pass and sizes the record inline
+(``RecordAccumulator.add_fast``), with no object per record; anything else takes the general
+path, which raises the errors. A batch that compression grew past ``max.message.bytes`` is
+split and appended in parts, in order, with consecutive sequences (Kafka's producer splits and
+re-enqueues it).
 
 ``send_batch()`` takes whole Arrow record batches for one partition (the Spark sink's tasks
 route rows to partitions themselves, vectorized) and goes through the same buffers, the same
@@ -38,7 +42,6 @@ thread drives one producer (C-39).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +61,11 @@ from txn_log.producer.producer_record import (
     validate_record,
 )
 from txn_log.producer.producer_record import RecordMetadata as RecordMetadata  # exported here
-from txn_log.producer.record_accumulator import RecordAccumulator, check_record_fits
+from txn_log.producer.record_accumulator import (
+    RecordAccumulator,
+    check_record_fits,
+    fits_alone_size,
+)
 from txn_log.producer.transaction_manager import (
     PartitionWrites,
     PreparedTxnState,
@@ -66,6 +73,7 @@ from txn_log.producer.transaction_manager import (
     TransactionManager,
 )
 from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.record.varint import INT64_MAX
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -80,9 +88,16 @@ an estimate of the encoded one (a batch that still comes out too large is split)
 
 @dataclass(frozen=True)
 class _TopicMetadata:
+    """What the producer knows of a topic (Kafka's producer metadata), with what ``send()``'s
+    common case needs precomputed: each partition's name, the fill limit of a batch, and the
+    size below which a record surely fits alone (``fits_alone_size``)."""
+
     partitions: int
     max_message_bytes: int
     read_ms: int
+    names: tuple[TopicPartition, ...]
+    batch_limit: int
+    fits_alone: int
 
 
 class Producer:
@@ -130,7 +145,8 @@ class Producer:
             log_manager, coordinator, self._txn, self.compression, buffer_memory
         )
         self._topics: dict[str, _TopicMetadata] = {}
-        self._round_robin = itertools.count()
+        self._next_round_robin = 0  # the partition index of the next null-key record
+        self._now_ms = log_manager.clock.time_ms
 
     # --- life cycle ------------------------------------------------------------------------------
 
@@ -224,6 +240,41 @@ class Producer:
         record is not buffered. Inside a transaction any failure leaves the producer
         abortable only (see the module doc).
         """
+        # The common case in one pass, no object per record: a topic sent to before (so it
+        # passed check_destination) whose metadata is fresh, bytes or None key and value, no
+        # headers, a valid timestamp and partition, a producer that may send now, and a record
+        # that joins a partition's open buffer without filling it (``add_fast``). It checks
+        # what the general path below checks; whenever one condition does not hold, the
+        # general path decides, raises the error, or drains a full buffer.
+        meta = self._topics.get(topic) if type(topic) is str else None
+        if (
+            meta is not None
+            and headers is None
+            and (key is None or type(key) is bytes)
+            and (value is None or type(value) is bytes)
+            and self._txn.may_send(now := self._now_ms())
+            and now - meta.read_ms <= self.metadata_max_age_ms
+        ):
+            if timestamp_ms is None:
+                stamp = now
+            elif type(timestamp_ms) is int and 0 <= timestamp_ms <= INT64_MAX:
+                stamp = timestamp_ms
+            else:
+                stamp = -1
+            if partition is not None:
+                chosen = partition
+            elif key is not None:
+                chosen = partition_for_key(key, meta.partitions)
+            else:  # taken only if the record is buffered here, as the general path does
+                chosen = self._next_round_robin % meta.partitions
+            if stamp >= 0 and type(chosen) is int and 0 <= chosen < meta.partitions:
+                tp = meta.names[chosen]
+                if self._accumulator.add_fast(
+                    tp, key, value, stamp, meta.batch_limit, meta.fits_alone
+                ):
+                    if partition is None and key is None:
+                        self._next_round_robin += 1
+                    return tp
         self._txn.require_open_transaction(f"send() to {topic!r}")
         try:
             return self._send(topic, value, key, partition, headers, timestamp_ms)
@@ -261,7 +312,7 @@ class Producer:
         size = record_size(body, 0, 0) if buffer is None else buffer.next_size(record, body)
         check_record_fits(tp, record, body, size, max_bytes, self.compression, accumulator.encode)
         limit = min(self.batch_size, max_bytes - HEADER_SIZE)
-        if buffer is not None and buffer.records and buffer.size + size > limit:
+        if buffer is not None and buffer.count and buffer.size + size > limit:
             accumulator.drain_before_buffering(tp, "record")
             size = record_size(body, 0, 0)
         accumulator.reserve(size, "record")
@@ -320,10 +371,15 @@ class Producer:
         cached = self._topics.get(topic)
         now = self._log.clock.time_ms()
         if refresh or cached is None or now - cached.read_ms > self.metadata_max_age_ms:
+            partitions = len(self._log.partitions(topic))
+            max_bytes = self._log.topic_config(topic).max_message_bytes
             cached = _TopicMetadata(
-                len(self._log.partitions(topic)),
-                self._log.topic_config(topic).max_message_bytes,
+                partitions,
+                max_bytes,
                 now,
+                tuple(TopicPartition(topic, p) for p in range(partitions)),
+                min(self.batch_size, max_bytes - HEADER_SIZE),
+                fits_alone_size(max_bytes, self.compression),
             )
             self._topics[topic] = cached
         return cached
@@ -331,21 +387,21 @@ class Producer:
     def _partition_for(
         self, topic: str, key: bytes | None, partition: int | None
     ) -> TopicPartition:
-        partitions = self._metadata(topic).partitions
+        meta = self._metadata(topic)
         if partition is None:
-            partition = (
-                partition_for_key(key, partitions)
-                if key is not None
-                else next(self._round_robin) % partitions
-            )
-        elif not 0 <= partition < partitions:
-            partitions = self._metadata(topic, refresh=True).partitions
-            if not 0 <= partition < partitions:
+            if key is not None:
+                partition = partition_for_key(key, meta.partitions)
+            else:
+                partition = self._next_round_robin % meta.partitions
+                self._next_round_robin += 1
+        elif not 0 <= partition < meta.partitions:
+            meta = self._metadata(topic, refresh=True)
+            if not 0 <= partition < meta.partitions:
                 raise UnknownTopicOrPartitionError(
                     f"partition {partition} of topic {topic!r} does not exist; valid partitions "
-                    f"are 0..{partitions - 1}"
+                    f"are 0..{meta.partitions - 1}"
                 )
-        return TopicPartition(topic, partition)
+        return meta.names[partition]  # one object per partition: dict lookups by identity
 
     def register_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """AddPartitionsToTxn for ``partitions`` now, in one request, ahead of their records

@@ -43,6 +43,7 @@ from txn_log.producer.producer_record import (
 )
 from txn_log.producer.transaction_manager import TransactionManager
 from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.record.varint import size_of_varint
 from txn_log.storage.group_sync import flush_all
 from txn_log.topic_partition import TopicPartition
 
@@ -98,6 +99,57 @@ class RecordAccumulator:
             size = record_size(body_size, 0, 0)
         buffer.add(record, body_size, size)
         self._added(size)
+
+    def add_fast(
+        self,
+        tp: TopicPartition,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        batch_limit: int,
+        fits_alone: int,
+    ) -> bool:
+        """``send()``'s common case: buffer a record whose fields are checked (bytes or None
+        key and value, no headers, a valid timestamp) when ``tp`` has an open record buffer
+        and the record fits it, ``batch_limit`` and ``buffer_memory`` without draining
+        anything, and its size is at most ``fits_alone`` (so ``check_record_fits`` would pass
+        on the size alone). Sizes it exactly as ``record_body_size`` and ``record_size`` do,
+        inline. False, changing nothing, when any of that does not hold."""
+        buffer = self._buffers.get(tp)
+        if type(buffer) is not PartitionBuffer or not buffer.values:
+            return False
+        # varints of non-negative n: 1 byte below 64 (zigzag 2n < 2**7), 2 below 8192
+        body = 2  # attributes, header count 0
+        if key is None:
+            body += 1
+        else:
+            length = len(key)
+            body += length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
+        if value is None:
+            body += 1
+        else:
+            length = len(value)
+            body += length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
+        index = len(buffer.values)
+        delta = timestamp - buffer.first_timestamp
+        body += (1 if index < 64 else 2 if index < 8192 else size_of_varint(index)) + (
+            1 if 0 <= delta < 64 else size_of_varint(delta)
+        )
+        size = body + (1 if body < 64 else 2 if body < 8192 else size_of_varint(body))
+        if (
+            size > fits_alone
+            or buffer.size + size > batch_limit
+            or self._buffered_bytes + size > self.buffer_memory
+        ):
+            return False
+        buffer.keys.append(key)
+        buffer.values.append(value)
+        buffer.timestamps.append(timestamp)
+        if buffer.headers is not None:
+            buffer.headers.append(())
+        buffer.size += size
+        self._added(size)
+        return True
 
     def add_arrow(self, tp: TopicPartition, records: Any) -> ArrowBuffer:
         """Buffer an Arrow record batch (or table) for ``tp``; returns ``tp``'s buffer."""
@@ -247,6 +299,21 @@ def split_count(count: int, batch_bytes: int, limit: int) -> int:
     put in the next, smaller batch: their share of the limit, at least one, fewer than
     ``count`` (so that splitting always ends)."""
     return max(1, min(count - 1, count * limit // batch_bytes))
+
+
+def fits_alone_size(max_bytes: int, compression: Compression) -> int:
+    """The largest record size (in a batch, header excluded) that ``check_record_fits``
+    accepts on its first comparison: any record at most this large fits ``max_bytes`` alone,
+    compressed or not. -1 when none does."""
+    limit = min(max_bytes, MAX_BATCH_BYTES) - HEADER_SIZE
+    low, high = -1, max(limit, -1)  # max_compressed_size(s) >= s: the answer is below limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if max_compressed_size(middle, compression) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def check_record_fits(

@@ -271,6 +271,18 @@ class TransactionManager:
                 f"it needs state {state.value}"
             )
 
+    def may_send(self, now_ms: int) -> bool:
+        """Whether a send at ``now_ms`` passes ``require_open_transaction`` and
+        ``maybe_check_transaction_timeout`` with nothing to do: ``send()``'s common case asks
+        this once per record; False sends it through those checks."""
+        if self._fatal is not None:
+            return False
+        if self.state is State.IN_TRANSACTION:
+            return self._started_ms < 0 or now_ms - self._started_ms <= self.transaction_timeout_ms
+        return self.transactional_id is None and (
+            self.state is State.READY or self.state is State.UNINITIALIZED
+        )
+
     def require_open_transaction(self, call: str) -> None:
         """A transactional producer sends and registers inside a transaction only. After
         ``prepare`` a send is refused; if a newer instance fenced this one meanwhile, that is

@@ -107,7 +107,7 @@ def check_records(
     layout = record_layout(records, position, end, count)
     headers_column(records, layout)  # every record's fields add up to its length (F-18)
     _check_offset_deltas(layout.offset_delta, header, stored=stored)
-    null_keys = tuple(int(index) for index in np.flatnonzero(layout.key_length < 0))
+    null_keys = tuple(np.flatnonzero(layout.key_length < 0).tolist())
     return RecordsSummary(count, null_keys)
 
 
