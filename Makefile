@@ -60,11 +60,12 @@ bench: setup
 	$(PY) bench/bench_codec.py
 	$(PY) bench/bench_frame_bounds.py
 	$(PY) bench/bench_partition_log.py
-	$(PY) bench/bench_transactions.py
 	$(PY) bench/bench_source.py
 	$(PY) bench/bench_sink.py
-	# librdkafka's rdkafka_performance through txnlog serve (says how to build it when absent)
-	$(PY) bench/bench_wire_rdkafka.py
+	# issue 27's table: in-process vs the wire, rdkafka_performance (says how to build it when
+	# absent), the Spark pipeline vs the Python Data Source ceiling, Kafka mode vs embedded,
+	# commit latency; each with its target, repeated together at the end
+	$(PY) bench/bench_table.py
 
 ## bench-history: start-up cost and the internal topics' size, raw and cleaned, against 1,000 / 20,000 /
 ## 100,000 historic transactions, on a default log and one with 1 MiB internal segments (10-20 min,

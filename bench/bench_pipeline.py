@@ -1,0 +1,153 @@
+"""The Spark pipeline ``txnlog → txnlog`` against the ceiling of Python Data Sources, by stage.
+
+Four streaming queries over the same ``--rows`` rows (16-byte keys, 100-byte values), in
+micro-batches of ``--batch-rows``, ``local[2]``, ``trigger(availableNow=True)``:
+
+* **ceiling**: a do-nothing Python source (pre-built Arrow batches) into a do-nothing Arrow
+  stream writer (``bench_sink``'s): what Spark's Python Data Source path costs on this machine;
+* **read**: ``format("txnlog")`` (read_committed, 2 partitions) into the do-nothing writer;
+* **write**: the do-nothing source into ``format("txnlog")`` (4 partitions, exactly once);
+* **pipeline**: ``txnlog → txnlog``, the main job's shape.
+
+Each rate counts from the query's start to its end; the variants alternate for ``--rounds``
+rounds after a warm-up of each, and the best time of each is reported (timings move ±40% run
+to run on this machine, TESTING.md). Per variant, Spark's own progress reports split the time
+into its stages (``durationMs``: latestOffset, queryPlanning, getBatch, addBatch — the tasks
+and the sink's commit —, walCommit, commitOffsets), summed over the micro-batches of the best
+run, so the gap between the pipeline and the ceiling is attributed to the stage that holds it.
+
+Target (issue 27): pipeline ≥ 0.9 × ceiling. Prints PASS/MISS and never asserts.
+
+    .venv/bin/python bench/bench_pipeline.py [--rows N] [--batch-rows N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_sink import BlankSource, NullSink, chunk  # the same do-nothing ends
+
+from demo.spark_session import local_session
+from txn_log.log import Log
+from txn_log.topic_partition import TopicPartition
+
+RATIO_TARGET = 0.9
+INPUT, OUTPUT = "pipeline_in", "pipeline_out"
+INPUT_PARTITIONS, OUTPUT_PARTITIONS = 2, 4
+STAGES = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets")
+VARIANTS = ("ceiling", "read", "write", "pipeline")
+
+
+def build_input(path: Path, rows: int) -> None:
+    """``rows`` committed rows in ``INPUT``, split over its partitions, as the blank source
+    makes them."""
+    with Log.open(path) as log:
+        log.create_topic(INPUT, INPUT_PARTITIONS, config={"segment.bytes": str(1 << 30)})
+        block = chunk()
+        producer = log.producer("bench-input")
+        producer.init_transactions()
+        producer.begin_transaction()
+        for start in range(0, rows, block.num_rows):
+            piece = block.slice(0, min(block.num_rows, rows - start))
+            producer.send_batch(
+                TopicPartition(INPUT, (start // block.num_rows) % INPUT_PARTITIONS), piece
+            )
+        producer.commit_transaction()
+
+
+def run(spark: Any, root: Path, variant: str, name: str, rows: int, batch_rows: int) -> Any:
+    """One query of ``variant``: (seconds from start to end, its progress reports)."""
+    log_dir = root / "log"
+    if variant in ("write", "pipeline"):
+        with Log.open(log_dir) as log:
+            topic = f"{OUTPUT}_{name}"
+            log.create_topic(topic, OUTPUT_PARTITIONS, config={"segment.bytes": str(1 << 30)})
+    if variant in ("ceiling", "write"):
+        frame = (
+            spark.readStream.format("bench_blank")
+            .option("rows", str(rows))
+            .option("batchRows", str(batch_rows))
+            .option("partitions", str(INPUT_PARTITIONS))
+            .load()
+        )
+    else:
+        frame = (
+            spark.readStream.format("txnlog")
+            .option("subscribe", INPUT)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(batch_rows))
+            .load(str(log_dir))
+            .select("key", "value")
+        )
+    writer = frame.writeStream.option("checkpointLocation", str(root / f"ck-{name}"))
+    if variant in ("ceiling", "read"):
+        writer = writer.format("bench_null")
+    else:
+        writer = writer.format("txnlog").option("topic", f"{OUTPUT}_{name}")
+        writer = writer.option("path", str(log_dir))
+    began = time.perf_counter()
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - began
+    progress = query.recentProgress
+    query.stop()
+    return elapsed, progress
+
+
+def stages(progress: list[Any]) -> dict[str, float]:
+    """Seconds per stage over every micro-batch that read rows."""
+    totals = dict.fromkeys(STAGES, 0.0)
+    for report in progress:
+        for stage in STAGES:
+            totals[stage] += report.durationMs.get(stage, 0) / 1000
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--batch-rows", type=int, default=250_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    spark = local_session("bench-pipeline")
+    spark.dataSource.register(BlankSource)
+    spark.dataSource.register(NullSink)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        build_input(root / "log", args.rows)
+        for variant in VARIANTS:  # JIT, Python workers, imports: not in the rounds
+            run(spark, root, variant, f"warm-{variant}", args.rows, args.batch_rows)
+        best: dict[str, tuple[float, Any]] = {}
+        for round_ in range(args.rounds):
+            for variant in VARIANTS:
+                seconds, progress = run(
+                    spark, root, variant, f"{variant}-{round_}", args.rows, args.batch_rows
+                )
+                if variant not in best or seconds < best[variant][0]:
+                    best[variant] = (seconds, progress)
+    spark.stop()
+    ceiling = args.rows / best["ceiling"][0]
+    pipeline = args.rows / best["pipeline"][0]
+    ratio = pipeline / ceiling
+    verdict = "PASS" if ratio >= RATIO_TARGET else "MISS"
+    print(f"pipeline / ceiling: {ratio:.2f} (target >= {RATIO_TARGET}) {verdict}")
+    print(
+        f"{args.rows:,} rows, micro-batches of {args.batch_rows:,}, local[2], best of {args.rounds}"
+    )
+    header = "".join(f"{s:>14}" for s in STAGES)
+    print(f"{'variant':<10}{'rows/s':>12}{'seconds':>9}  stages (s): {header}")
+    for variant in VARIANTS:
+        seconds, progress = best[variant]
+        cells = "".join(f"{v:14.2f}" for v in stages(progress).values())
+        print(f"{variant:<10}{args.rows / seconds:12,.0f}{seconds:9.2f}              {cells}")
+    for variant in ("read", "write"):
+        share = best[variant][0] - best["ceiling"][0]
+        print(f"{variant} costs {share:+.2f} s over the ceiling")
+
+
+if __name__ == "__main__":
+    main()
