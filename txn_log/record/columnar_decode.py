@@ -2,10 +2,12 @@
 
 Layout of one record is documented in ``codec``. Decoding runs in three steps:
 
-1. **Record starts** (the only sequential step, F-18): a tight Python loop over the ``bytes``
-   reads each record's length varint (1-2 bytes for records under 8 KiB) through a 256 x 256
-   step table and jumps to the next record. Lengths of 3+ bytes, or anything odd, fall back
-   to an exact loop that names the first bad record.
+1. **Record starts** (the only sequential step, F-18): when the section divides evenly into
+   records as long as the first (fixed-size keys and values), every assumed start is checked
+   at once in numpy to declare that length, which proves the chain; otherwise a tight Python
+   loop over the ``bytes`` reads each record's length varint (1-2 bytes for records under
+   8 KiB) through a 256 x 256 step table and jumps to the next record. Lengths of 3+ bytes,
+   or anything odd, fall back to an exact loop that names the first bad record.
 2. **Fields**: every other field of every record is decoded at once with numpy gathers
    (``varint.decode_short_varint_array``, three gathers per field for 1-2 byte varints).
 3. **Columns**: one Arrow ``take`` copies all keys and values out of the records buffer in
@@ -83,6 +85,36 @@ def _fast_starts(data: Records, position: int, end: int, count: int) -> list[int
     return starts if position == end else None
 
 
+def _uniform_starts(
+    data: Records, pairs: Any, position: int, end: int, count: int
+) -> tuple[Any, Any, Any] | None:
+    """``(starts, lengths, length sizes)`` when every record is as long as the first, in
+    numpy; None otherwise (most variable-size batches fail the first, O(1) test).
+
+    Record ``i`` is assumed to start at ``position + i * stride``; each assumed start is read
+    and must declare a length whose varint and body take exactly ``stride`` bytes, so each
+    record ends where the next is assumed to start and the last one at ``end``: the chain
+    the loop would have followed (F-18).
+    """
+    span = end - position
+    if count < 2 or span % count:
+        return None
+    stride = span // count
+    try:
+        if _LENGTH_STEPS[data[position]][data[position + 1]] != stride:
+            return None
+    except IndexError:
+        return None
+    starts = np.arange(position, end, stride, dtype=np.int64)
+    short = decode_short_varint_array(pairs, starts)
+    if short is None:
+        return None
+    lengths, sizes = short
+    if not (lengths + sizes == stride).all():
+        return None
+    return starts, lengths, sizes
+
+
 def _exact_starts(data: Records, position: int, end: int, count: int) -> list[int]:
     """Record starts, decoding each length varint fully; names the first bad record."""
     starts = []
@@ -128,13 +160,15 @@ def _record_bounds(
     data: Records, buf: Any, pairs: Any, position: int, end: int, count: int
 ) -> tuple[Any, Any]:
     """``(body_starts, ends)``: where each record's attributes byte sits and where it ends."""
-    fast = _fast_starts(data, position, end, count)
-    if fast is None:
-        starts = np.array(_exact_starts(data, position, end, count), dtype=np.int64)
-        length, size = decode_varint_array(buf, starts, MAX_VARINT_BYTES)
-    else:
+    uniform = _uniform_starts(data, pairs, position, end, count)
+    if uniform is not None:
+        starts, length, size = uniform
+    elif (fast := _fast_starts(data, position, end, count)) is not None:
         starts = np.fromiter(fast, dtype=np.int64, count=count)
         length, size = _varints(buf, pairs, starts, MAX_VARINT_BYTES)
+    else:
+        starts = np.array(_exact_starts(data, position, end, count), dtype=np.int64)
+        length, size = decode_varint_array(buf, starts, MAX_VARINT_BYTES)
     if length.min() < MIN_RECORD_SIZE - 1:  # the step table assumed non-negative lengths
         raise CorruptRecordError(f"a record declares length {int(length.min())}")
     ends = np.empty_like(starts)

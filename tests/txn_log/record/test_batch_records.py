@@ -67,3 +67,34 @@ def test_both_walks_agree_on_any_records_section(
     by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
     at_once = outcome(numpy_walk, section, count)
     assert by_record == at_once
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(min_value=SMALL_BATCH_RECORDS + 1, max_value=3 * SMALL_BATCH_RECORDS),
+    st.integers(min_value=0, max_value=12),  # key length (0 = null key)
+    st.integers(min_value=0, max_value=200),  # value length
+    st.data(),
+)
+def test_records_of_one_size_found_at_once_agree_with_the_walk(
+    count: int, key_size: int, value_size: int, data: st.DataObject
+) -> None:
+    """Sections whose records all have the first one's length take the all-at-once start
+    finder (``_uniform_starts``): for intact ones, one record resized (the same section
+    length made by another split), mutated bytes and wrong counts, it agrees with the
+    record-by-record walk (F-18)."""
+    key = b"k" * key_size if key_size else None
+    shapes = [(key, b"v" * value_size, ())] * count
+    if data.draw(st.booleans()):  # one record longer, one shorter: the same section length
+        grow, shrink = data.draw(st.lists(st.integers(0, count - 1), min_size=2, max_size=2))
+        if grow != shrink and value_size:
+            shapes[grow] = (key, b"v" * (value_size + 1), ())
+            shapes[shrink] = (key, b"v" * (value_size - 1), ())
+    batch = bytearray(encode_records([(k, v, NOW, h) for k, v, h in shapes], now_ms=NOW))
+    for _ in range(data.draw(st.integers(0, 2))):
+        at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
+        batch[at] = data.draw(st.integers(0, 255))
+    count += data.draw(st.sampled_from([0, 0, 0, -1, 1]))
+    section = bytes(batch)
+    by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
+    assert outcome(numpy_walk, section, count) == by_record
