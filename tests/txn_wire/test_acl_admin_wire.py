@@ -5,7 +5,7 @@ CLUSTER_AUTHORIZATION_FAILED otherwise with the file unchanged; a created rule e
 the same server at the next request and gone once deleted; creations the file cannot hold
 refused by name with nothing written; super users (``--super-users``); AdminClient processes
 on two servers and ``txnlog acls`` editing one file at once without losing an update; and
-hostile requests that change nothing and leave the server up."""
+hostile requests, and a file broken by hand, that change nothing and leave the server up."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from txn_wire.codec import LENGTH, REQUEST_PREFIX
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 INVALID_REQUEST, SECURITY_DISABLED, CLUSTER_AUTHORIZATION_FAILED = 42, 54, 31
-TOPIC_AUTHORIZATION_FAILED = 29
+TOPIC_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR = 29, -1
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.BROKER
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 MATCH, ANY_PATTERN = ResourcePatternType.MATCH, ResourcePatternType.ANY
@@ -544,3 +544,24 @@ def test_a_frame_declaring_a_huge_array_is_closed_unread_and_the_server_stays_up
     assert client.request(DESCRIBE_ACLS, 1, raw_filter())["error_code"] == 0
     client.close()
     assert path.read_bytes() == before
+
+
+def test_a_file_broken_by_hand_is_left_alone_and_its_last_good_rules_are_described(
+    open_acl_server: tuple[ServeProcess, Path],
+) -> None:
+    served, path = open_acl_server
+    path.write_text(path.read_text() + "User:bob topic\n")
+    broken = path.read_bytes()
+    client = RawClient(served.port)
+    answer = client.request(CREATE_ACLS, 3, {"creations": [raw_creation(), raw_creation(host="")]})
+    [stored, refused] = answer["results"]
+    assert stored["error_code"] == UNKNOWN_SERVER_ERROR
+    assert "line 3: expected 5 fields" in stored["error_message"]
+    assert refused["error_code"] == INVALID_REQUEST
+    answer = client.request(DELETE_ACLS, 3, {"filters": [raw_filter()]})
+    [result] = answer["filter_results"]
+    assert result["error_code"] == UNKNOWN_SERVER_ERROR and result["matching_acls"] == []
+    answer = client.request(DESCRIBE_ACLS, 3, raw_filter())  # the rules still in force
+    assert [r["resource_name"] for r in answer["resources"]] == ["orders"]
+    client.close()
+    assert path.read_bytes() == broken
