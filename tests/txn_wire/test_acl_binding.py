@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from txn_wire.acl import AclRule, Authorizer, Operation, ResourceType, load_acls, parse_rules
+from txn_wire.acl import (
+    AclRule,
+    Authorizer,
+    Operation,
+    ResourceType,
+    load_acls,
+    parse_rules,
+    parse_super_users,
+)
 from txn_wire.acl_binding import (
     AclBinding,
     InvalidAclError,
@@ -256,3 +264,12 @@ def test_a_super_user_is_allowed_every_operation_and_others_are_not(tmp_path: Pa
     assert everything.authorized_operations("User:root", ResourceType.TOPIC, "t") == (
         Authorizer([AclRule("User:root", ResourceType.TOPIC, "*", Operation.ALL, True)])
     ).authorized_operations("User:root", ResourceType.TOPIC, "t")
+
+
+def test_super_users_are_read_as_kafkas_super_users_setting() -> None:
+    assert parse_super_users(" User:a ;User:b;; ") == frozenset({"User:a", "User:b"})
+    assert parse_super_users("") == frozenset()
+    with pytest.raises(ValueError, match="super user 'alice' must be User:NAME"):
+        parse_super_users("User:a;alice")
+    with pytest.raises(ValueError, match="would match no one"):
+        parse_super_users("User:*")
