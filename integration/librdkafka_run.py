@@ -3,7 +3,12 @@ scenario and mode.
 
 The server gets a temporary log directory, 127.0.0.1 and a free port (``--port 0``, read from
 its banner), ``--default-partitions 4`` and, outside the ``noautocreate`` scenario,
-``--auto-create-topics`` (the suite's scenarios, ``tests/scenarios/*.json``). The test-runner
+``--auto-create-topics`` (the suite's scenarios, ``tests/scenarios/*.json``). It also gets an
+authorizer whose only principal is a super user, as the suite's Kafka cluster has (its
+clients are super users there): an empty ACL file in the work directory (``--acl-file``) and
+``--super-users User:ANONYMOUS``, the principal of every client of a server without SASL. So
+every request is allowed as before, and the ACL sub-tests of 0081 find an authorizer for
+CreateAcls, DescribeAcls and DeleteAcls. The test-runner
 gets a ``test.conf`` with that bootstrap address, ``TESTS=<number>`` and ``-p1 -K [-L] [-P]
 -s <scenario>``, never ``-Q``: full mode. It runs in its own process group, killed at the
 per-run timeout; the server is stopped by its pid afterwards, and the log directory removed.
@@ -27,6 +32,7 @@ from integration.librdkafka_catalogue import Run
 
 MODES: dict[str, list[str]] = {"default": [], "idempotent": ["-P"]}
 PARTITIONS = "4"  # the suite's scenarios: num_partitions 4 (tests/scenarios/*.json)
+SUPER_USER = "User:ANONYMOUS"  # every client of a server without SASL
 # what the test-runner would otherwise pick up from the caller's environment
 _SCRUBBED = (
     "KAFKA_PATH", "BROKERS", "ZK_ADDRESS", "TESTS", "SUBTESTS", "TESTS_SKIP",
@@ -67,7 +73,8 @@ def run_one(run: Run, mode: str, context: Context) -> report.RunRecord:
     try:
         with server_log.open("w") as server_err:
             try:
-                server = start_serve(workdir / "log", *_serve_flags(run), stderr=server_err)
+                flags = _serve_flags(run, workdir)
+                server = start_serve(workdir / "log", *flags, stderr=server_err)
             except RuntimeError as error:
                 record.first_error = f"txnlog serve did not start: {error}"
                 return record
@@ -87,8 +94,12 @@ def run_one(run: Run, mode: str, context: Context) -> report.RunRecord:
     return record
 
 
-def _serve_flags(run: Run) -> list[str]:
+def _serve_flags(run: Run, workdir: Path) -> list[str]:
+    """The server's options; writes its (empty) ACL file into ``workdir``."""
+    acl_file = workdir / "acls.txt"
+    acl_file.write_text("# rules CreateAcls adds; the client, User:ANONYMOUS, is a super user\n")
     flags = ["--host", "127.0.0.1", "--default-partitions", PARTITIONS]
+    flags += ["--acl-file", str(acl_file), "--super-users", SUPER_USER]
     if run.scenario != "noautocreate":
         flags.append("--auto-create-topics")
     return flags

@@ -5,7 +5,9 @@ librdkafka's ``tests/`` directory is the regression suite of the C client under
 confluent-kafka and kcat; its ``test-runner`` runs against any existing cluster named in a
 ``test.conf``. This script runs it test number by test number, each against a fresh
 ``txnlog serve --auto-create-topics --default-partitions 4`` on a temporary log directory,
-bound to 127.0.0.1 on a free port (the ``noautocreate`` scenario's numbers against a server
+bound to 127.0.0.1 on a free port, with an empty ACL file and its anonymous clients super
+users (``--super-users User:ANONYMOUS``: every request allowed, and an authorizer for the ACL
+APIs, as the suite's cluster has) (the ``noautocreate`` scenario's numbers against a server
 without ``--auto-create-topics``), in full mode (never ``-Q``, quick mode, which skips most
 sub-tests), once in the suite's default mode and once with ``-P`` (every producer
 idempotent). The server is stopped by its pid after each run. Which numbers apply to one
@@ -46,7 +48,7 @@ from integration.librdkafka_catalogue import (
     read_catalogue,
     select_numbers,
 )
-from integration.librdkafka_run import MODES, PARTITIONS, Context, run_one
+from integration.librdkafka_run import MODES, PARTITIONS, SUPER_USER, Context, run_one
 
 EXPECTED_VERSION = "2.15.0"
 NEEDS = f"""skipped: librdkafka's test suite needs LIBRDKAFKA_TESTS=<librdkafka>/tests, the tests
@@ -200,7 +202,10 @@ def _run_suite(context: Context, the_plan: Plan, modes: list[str], jobs: int, ve
         "duration": f"{time.monotonic() - clock:.0f}s",
         "modes": ", ".join(modes),
         "subtests (SUBTESTS)": context.subtests or "all",
-        "server": f"txnlog serve --auto-create-topics --default-partitions {PARTITIONS}",
+        "server": (
+            f"txnlog serve --auto-create-topics --default-partitions {PARTITIONS} "
+            f"--acl-file <empty> --super-users {SUPER_USER}"
+        ),
     }
     excluded = excluded_rows(the_plan.excluded)
     print()

@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 
 from integration import librdkafka_suite
-from integration.librdkafka_catalogue import parse_test_table, parse_version, plan, select_numbers
+from integration.librdkafka_catalogue import (
+    Run,
+    parse_test_table,
+    parse_version,
+    plan,
+    select_numbers,
+)
 from integration.librdkafka_report import judge
+from integration.librdkafka_run import _serve_flags
+from txn_wire.acl import load_acls
 
 TABLE = """
 struct test tests[] = {
@@ -107,6 +115,19 @@ test_kafka_cmd: KAFKA_PATH must be set
 SKIPPED = """\
 |\x1b[36m 0098_consumer_txn          |    SKIPPED |   0.001s \x1b[0m| RapidJSON not available
 """
+
+
+def test_each_server_has_an_empty_acl_file_and_its_anonymous_clients_as_super_users(
+    tmp_path: Path,
+) -> None:
+    """Every request allowed as without ACLs, and an authorizer for 0081's ACL sub-tests."""
+    flags = _serve_flags(Run("0081", "default", ("0081_admin",)), tmp_path)
+    acl_file = flags[flags.index("--acl-file") + 1]
+    assert flags[flags.index("--super-users") + 1] == "User:ANONYMOUS"
+    assert "--auto-create-topics" in flags
+    assert load_acls(Path(acl_file)).rules == ()
+    quiet = _serve_flags(Run("0045", "noautocreate", ("0045_no_create",)), tmp_path)
+    assert "--auto-create-topics" not in quiet and "--acl-file" in quiet
 
 
 def test_a_run_is_judged_from_its_summary_or_its_failure_blocks() -> None:

@@ -26,8 +26,11 @@ Decisions are Kafka's (``StandardAuthorizer``): a matching deny wins over any al
 matching allow the answer is no (allow.everyone.if.no.acl.found=false); an allowed Read,
 Write, Delete or Alter implies Describe, an allowed AlterConfigs implies DescribeConfigs; All
 matches every operation. ``authorized_operations`` is the bit field Metadata v8+ answers
-(Kafka's ``AclOperation`` codes). Immutable once loaded; thread-safe. The server reads the
-file once, at start; ``txnlog acls`` edits it (``acl_file``).
+(Kafka's ``AclOperation`` codes). A super user (``txnlog serve --super-users``, Kafka's
+``super.users``) is allowed every operation on every resource whatever the rules say, as
+``StandardAuthorizer`` allows them. Immutable once loaded; thread-safe. The server re-reads
+the file when it changes (``watched_file``); ``txnlog acls``, CreateAcls and DeleteAcls edit
+it (``acl_file``, ``admin_acls``).
 """
 
 from __future__ import annotations
@@ -151,14 +154,18 @@ class AclRule:
 
 
 class Authorizer:
-    """Answers "may ``principal`` do ``operation`` on this resource?" from a list of rules."""
+    """Answers "may ``principal`` do ``operation`` on this resource?" from a list of rules and
+    the super users (principals allowed everything, none by default)."""
 
-    def __init__(self, rules: list[AclRule]) -> None:
+    def __init__(self, rules: list[AclRule], super_users: frozenset[str] = frozenset()) -> None:
         self.rules = tuple(rules)
+        self.super_users = super_users
 
     def allows(
         self, principal: str, resource_type: ResourceType, name: str, operation: Operation
     ) -> bool:
+        if principal in self.super_users:
+            return True
         allowed = False
         for rule in self.rules:
             if (
@@ -184,6 +191,8 @@ class Authorizer:
     def allows_any(self, principal: str, resource_type: ResourceType, operation: Operation) -> bool:
         """Whether some allow rule gives ``operation`` on some resource of the type and no
         deny takes every such resource away (Kafka's ``authorizeByResourceType``)."""
+        if principal in self.super_users:
+            return True
         relevant = [
             r
             for r in self.rules
@@ -196,13 +205,28 @@ class Authorizer:
         return any(r.allow for r in relevant)
 
 
-def load_acls(path: Path) -> Authorizer:
+def load_acls(path: Path, super_users: frozenset[str] = frozenset()) -> Authorizer:
     """Read an ACL file (format in the module docstring); AclFileError if a line is wrong."""
     try:
         text = Path(path).read_text()
     except OSError as error:
         raise AclFileError(f"ACL file {path}: {error}") from error
-    return Authorizer(parse_rules(text, str(path)))
+    return Authorizer(parse_rules(text, str(path)), super_users)
+
+
+def parse_super_users(text: str) -> frozenset[str]:
+    """Kafka's ``super.users`` value: principals separated by ``;`` (blanks around each are
+    dropped, empty entries ignored); ValueError naming one that is not ``User:NAME``."""
+    principals = frozenset(p.strip() for p in text.split(";") if p.strip())
+    for principal in sorted(principals):
+        if not principal.startswith("User:") or principal == "User:":
+            raise ValueError(f"super user {principal!r} must be User:NAME")
+        if principal == "User:*":  # Kafka compares super users by equality: no wildcard
+            raise ValueError(
+                "super user 'User:*' would match no one (super users are principals, not "
+                "patterns): to allow everyone, add the rule 'User:* <type> * All allow'"
+            )
+    return principals
 
 
 def parse_rules(text: str, source: str) -> list[AclRule]:

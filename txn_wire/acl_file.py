@@ -2,8 +2,9 @@
 (kafka-acls --list / --add / --remove).
 
 - A rule is one line; adding writes the lines not already there after the file's text,
-  removing drops the lines whose rule matches, and every other line (comments, blank lines,
-  other rules) is kept as it is.
+  removing drops the lines whose rule matches (the rules given, or those a predicate picks:
+  DeleteAcls' filters), and every other line (comments, blank lines, other rules) is kept as
+  it is.
 - Validate, then change (STYLE 3): the file is read and parsed whole first (a broken file is
   refused, naming its line, and left alone), and the new text is parsed again before it is
   written, so the file never holds what the server would refuse to start with.
@@ -19,7 +20,7 @@ Thread- and process-safe as described.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from txn_log.storage.durable_file import write_durably
@@ -59,19 +60,30 @@ def remove_rules(path: Path, rules: Iterable[AclRule]) -> list[AclRule]:
     """Drop every line of ``path`` holding one of ``rules``; returns the rules removed (in file
     order). AclFileError if the file is missing."""
     doomed = set(rules)
+    return remove_matching(path, [doomed.__contains__])[0]
+
+
+def remove_matching(
+    path: Path, predicates: Sequence[Callable[[AclRule], bool]]
+) -> list[list[AclRule]]:
+    """Drop, in one replacement, every line of ``path`` whose rule some predicate picks;
+    returns, per predicate, the rules of the lines it picked (in file order: a line picked by
+    two predicates is reported under both). AclFileError if the file is missing."""
     with editor_lock(path):
         if not path.exists():
             raise AclFileError(f"ACL file {path}: no such file")
-        kept, removed = [], []
+        kept: list[str] = []
+        removed: list[list[AclRule]] = [[] for _ in predicates]
         text = path.read_text()
         parse_rules(text, str(path))  # refuse a broken file before anything else
         for line in text.splitlines(keepends=True):
             parsed = parse_rules(line, str(path))
-            if parsed and parsed[0] in doomed:
-                removed.append(parsed[0])
-            else:
+            picked = [i for i, p in enumerate(predicates) if parsed and p(parsed[0])]
+            for i in picked:
+                removed[i].append(parsed[0])
+            if not picked:
                 kept.append(line)
-        if removed:
+        if any(removed):
             _replace(path, "".join(kept))
         return removed
 

@@ -7,6 +7,9 @@ in one (AddPartitionsToTxn 4), which this server does not implement. InitProduce
 because librdkafka needs v3+ to recover from abortable errors by an epoch bump (KIP-360).
 DeleteTopics goes to v6, whose topic ids the handler resolves (``admin_topics``); it starts at
 v1, as in Kafka 4 and kio (librdkafka sends up to v4, CreatePartitions up to v2).
+DescribeAcls, CreateAcls and DeleteAcls start at v1 too: Kafka 4 removed their v0 (KIP-896),
+which kio does not have either; v1 adds the resource pattern type (PREFIXED), v2 is flexible
+(librdkafka sends v1).
 
 SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2 are served, and advertised, only when
 the server has a users file (``SASL``): an open server does not offer what it cannot do.
@@ -46,6 +49,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     25: (0, 3),  # AddOffsetsToTxn
     26: (0, 3),  # EndTxn
     28: (0, 3),  # TxnOffsetCommit
+    29: (1, 3),  # DescribeAcls (v0 is gone from Kafka 4 and kio)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions

@@ -48,6 +48,9 @@ IncrementalAlter-      a broker resource (what Kafka's broker refuses   the brok
 Configs                as INVALID_REQUEST first is answered so:
                        ``authorize_configs``)
 DeleteRecords          Delete on each topic                             29, that topic
+DescribeAcls           Describe on the cluster (Alter implies it)       31
+CreateAcls,            Alter on the cluster                             31, every creation
+DeleteAcls                                                              / filter
 =====================  ===============================================  ===================
 
 A refused part never reaches the handler: the request is narrowed to the allowed parts, the
@@ -68,6 +71,7 @@ from collections.abc import Callable
 
 from txn_wire import authorize_groups as groups
 from txn_wire.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from txn_wire.admin_acls import DESCRIBE_ACLS, whole_request_error
 from txn_wire.authorize_configs import alter_configs
 from txn_wire.codec import Plain, Request
 from txn_wire.guard import (
@@ -398,6 +402,21 @@ def _create_partitions(check: Check) -> Guard:
     return check.narrowed(merge, topics=[t for t in topics if allowed(t)])
 
 
+# --- ACL administration -----------------------------------------------------------------------
+
+
+def _acl_admin(check: Check) -> Guard:
+    """Describe on the cluster for DescribeAcls, Alter for CreateAcls and DeleteAcls (Kafka's
+    ``AclApis``: ``authorizeClusterOperation``); a refusal answers the whole request."""
+    describe = check.request.api_key == DESCRIBE_ACLS
+    operation = Operation.DESCRIBE if describe else Operation.ALTER
+    if check.allows(ResourceType.CLUSTER, CLUSTER_NAME, operation):
+        return Guard(check.request)
+    api = "DescribeAcls" if describe else "CreateAcls and DeleteAcls"
+    message = f"not authorized: {api} need {operation.value} on the cluster ({CLUSTER_NAME})"
+    return check.refuse(whole_request_error(check.request, CLUSTER_AUTHORIZATION_FAILED, message))
+
+
 RULES: dict[int, Callable[[Check], Guard]] = {
     0: _produce,
     1: _fetch,
@@ -428,6 +447,9 @@ RULES: dict[int, Callable[[Check], Guard]] = {
     19: _create_topics,
     20: _delete_topics,
     21: _delete_records,
+    29: _acl_admin,
+    30: _acl_admin,
+    31: _acl_admin,
     32: _describe_configs,
     33: alter_configs,
     37: _create_partitions,

@@ -20,6 +20,8 @@
   authenticate by SASL before anything but ApiVersions (``connection_auth``); with an
   ``authorizer`` each request is checked against the ACLs before its handler runs, and the
   refused parts are answered with Kafka's authorization error codes (``authorize``).
+  CreateAcls, DescribeAcls and DeleteAcls edit and list the ACL file the authorizer is read
+  from (``admin_acls``); without one they answer SECURITY_DISABLED.
 - Shutdown (``stop``): stop accepting; requests being handled are answered (long polls answer
   at once with what they have); idle connections are closed; then the log is closed. Every
   acknowledged append was written before its answer, so nothing acknowledged is lost.
@@ -32,11 +34,18 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from txn_log import Log
 from txn_wire import api_versions
 from txn_wire.acl import Authorizer
+from txn_wire.admin_acls import (
+    AclAdmin,
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from txn_wire.admin_configs import handle_alter_configs, handle_incremental_alter_configs
 from txn_wire.admin_groups import handle_delete_groups
 from txn_wire.admin_partitions import handle_create_partitions
@@ -96,6 +105,16 @@ def _blocking(function: Callable[..., Plain | None], *, with_address: bool = Fal
         if with_address:
             args += (address,)
         return await asyncio.to_thread(function, *args)
+
+    return handler
+
+
+def _acl_api(function: Callable[[AclAdmin | None, Request], Plain]) -> Handler:
+    """An ACL API's handler: ``function(the server's ACL file or None, request)`` on a worker
+    thread (it reads and replaces the file)."""
+
+    async def handler(server: WireServer, request: Request, address: Address) -> Plain:
+        return await asyncio.to_thread(function, server.acl_admin, request)
 
     return handler
 
@@ -216,6 +235,9 @@ HANDLERS: dict[int, Handler] = {
     25: _blocking(handle_add_offsets_to_txn),
     26: _blocking(handle_end_txn),
     28: _txn_offset_commit,
+    29: _acl_api(handle_describe_acls),
+    30: _acl_api(handle_create_acls),
+    31: _acl_api(handle_delete_acls),
     32: _blocking(handle_describe_configs),
     33: _blocking(handle_alter_configs),
     37: _blocking(handle_create_partitions),
@@ -234,17 +256,26 @@ class WireServer:
         *,
         users: Users | Callable[[], Users] | None = None,
         authorizer: Authorizer | Callable[[], Authorizer] | None = None,
+        acl_file: Path | None = None,
     ) -> None:
         """``users``: the SASL users, or what gives them at each new connection (a
         ``WatchedFile``'s ``current``, so credentials changed on disk apply without a restart);
         None: no authentication. ``authorizer``: the ACLs, or what gives them at each request
-        (likewise, so ``txnlog acls`` applies to the next request); None: no ACLs."""
+        (likewise, so ``txnlog acls`` applies to the next request); None: no ACLs.
+        ``acl_file``: the file ``authorizer`` reads, which CreateAcls and DeleteAcls edit and
+        DescribeAcls lists; without it (or without an authorizer) they answer
+        SECURITY_DISABLED."""
         self.broker = Broker(log, config or ServeConfig())
         self.users: Callable[[], Users] | None = (
             (lambda: users) if isinstance(users, dict) else users
         )
         self.authorizer: Callable[[], Authorizer] | None = (
             (lambda: authorizer) if isinstance(authorizer, Authorizer) else authorizer
+        )
+        self.acl_admin = (
+            AclAdmin(Path(acl_file), self.authorizer)
+            if acl_file is not None and self.authorizer is not None
+            else None
         )
         settings = self.broker.config
         self.groups = GroupCoordinator(
@@ -392,6 +423,7 @@ async def serve(
     on_metrics: Callable[[str, int], None] = lambda host, port: None,
     users: Users | Callable[[], Users] | None = None,
     authorizer: Authorizer | Callable[[], Authorizer] | None = None,
+    acl_file: Path | None = None,
 ) -> None:
     """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log).
     With ``metrics_port`` (0: a free one), ``GET /metrics`` on the same host answers the
@@ -405,7 +437,7 @@ async def serve(
     # engine calls (appends with fsync, long-poll looks at the log ends) share these threads;
     # the default pool (CPUs + 4) would let a few slow fsyncs hold up every fetch
     loop.set_default_executor(ThreadPoolExecutor(WORKER_THREADS, "txnlog-serve"))
-    server = WireServer(log, config, users=users, authorizer=authorizer)
+    server = WireServer(log, config, users=users, authorizer=authorizer, acl_file=acl_file)
     # the handlers go in before the address is printed: whoever reads it may stop us at once
     stop_requested = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

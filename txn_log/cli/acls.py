@@ -6,8 +6,9 @@
 (repeatable), ``--operation`` (repeatable), and resources ``--topic``, ``--group``,
 ``--transactional-id`` (repeatable) or ``--cluster``, with ``--resource-pattern-type
 literal`` (the default) or ``prefixed``; one rule per principal × operation × resource. The
-file is replaced atomically; ``txnlog serve`` reads it only when it starts, which the command
-says after each change.
+file is replaced atomically under the editor lock, which a running ``txnlog serve`` takes too
+when AdminClients create or delete ACLs through it; the server applies each change to its next
+request.
 """
 
 from __future__ import annotations

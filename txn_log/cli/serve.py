@@ -4,8 +4,10 @@ The server is one more peer of the directory: other processes keep reading and w
 directly. It prints the address it listens on (``--port 0`` picks a free port), binds
 127.0.0.1 unless told otherwise, and says at start whether it is open or needs SASL
 (``--users-file``: PLAIN, SCRAM-SHA-256/512, ``txn_wire.sasl``) and ACLs (``--acl-file``,
-``txn_wire.acl``). A users or ACL file that cannot be read stops it before it listens, with
-the file, line and field at fault (exit 2). Frames are capped as Kafka caps them:
+``txn_wire.acl``, which AdminClients edit with CreateAcls and DeleteAcls; ``--super-users``,
+Kafka's super.users, are allowed everything). A users or ACL file that cannot be read stops
+it before it listens, with the file, line and field at fault (exit 2), as do super users
+without an ACL file. Frames are capped as Kafka caps them:
 ``--socket-request-max-bytes`` (socket.request.max.bytes, 100 MiB), and with a users file
 ``--sasl-max-receive-size`` (sasl.server.max.receive.size, 512 KiB) until a connection has
 authenticated.
@@ -98,7 +100,15 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument(
         "--acl-file",
         help="ACL file (principal, resource type, name, operation, allow|deny per line): "
-        "every request is checked; what no rule allows is refused",
+        "every request is checked; what no rule allows is refused. AdminClients with Alter on "
+        "the cluster add and remove rules (CreateAcls, DeleteAcls); with Describe, list them "
+        "(DescribeAcls); without this option those APIs answer SECURITY_DISABLED",
+    )
+    serve.add_argument(
+        "--super-users",
+        metavar="'User:a;User:b'",
+        help="with --acl-file: principals allowed every operation whatever the rules say, "
+        "separated by ';' (Kafka's super.users)",
     )
     serve.set_defaults(run=run_serve)
 
@@ -118,9 +128,12 @@ def _not_negative(text: str) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from txn_wire.acl import AclFileError, Authorizer, load_acls
+    import functools
+    from pathlib import Path
+
+    from txn_wire.acl import Authorizer, load_acls, parse_super_users
     from txn_wire.broker import ServeConfig
-    from txn_wire.sasl import Users, UsersFileError, load_users
+    from txn_wire.sasl import Users, load_users
     from txn_wire.server import serve
     from txn_wire.watched_file import WatchedFile
 
@@ -129,15 +142,19 @@ def run_serve(args: argparse.Namespace) -> int:
     authorizer: Authorizer | None = None
     watched_acls: WatchedFile[Authorizer] | None = None
     try:
+        super_users = parse_super_users(args.super_users or "")
+        if super_users and not args.acl_file:
+            raise ValueError("--super-users needs --acl-file (without ACLs everyone may do all)")
         if args.users_file:
             users = load_users(args.users_file)
             # `txnlog users --alter` applies to the next connection, without a restart
             watched_users = WatchedFile(args.users_file, load_users, users)
         if args.acl_file:
-            authorizer = load_acls(args.acl_file)
-            # `txnlog acls` applies to the next request, without a restart
-            watched_acls = WatchedFile(args.acl_file, load_acls, authorizer)
-    except (UsersFileError, AclFileError) as error:
+            load = functools.partial(load_acls, super_users=super_users)
+            authorizer = load(args.acl_file)
+            # `txnlog acls` and CreateAcls/DeleteAcls apply to the next request, no restart
+            watched_acls = WatchedFile(args.acl_file, load, authorizer)
+    except ValueError as error:  # UsersFileError, AclFileError, a super user not User:NAME
         print(f"txnlog serve: {error}", file=sys.stderr, flush=True)
         return EXIT_USAGE
 
@@ -172,6 +189,8 @@ def run_serve(args: argparse.Namespace) -> int:
             else "no authentication (every client is User:ANONYMOUS)"
         )
         acls = f"{len(authorizer.rules)} ACL rules" if authorizer is not None else "no ACLs"
+        if super_users:
+            acls += f", super users {', '.join(sorted(super_users))}"
         print(f"txnlog serve: {who}; {acls}; {reach}", flush=True)
 
     def on_metrics(host: str, port: int) -> None:
@@ -190,6 +209,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 on_metrics=on_metrics,
                 users=watched_users.current if watched_users is not None else None,
                 authorizer=watched_acls.current if watched_acls is not None else None,
+                acl_file=Path(args.acl_file) if args.acl_file else None,
             )
         )
     finally:
