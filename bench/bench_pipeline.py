@@ -18,7 +18,7 @@ run, so the gap between the pipeline and the ceiling is attributed to the stage 
 
 Target (issue 27): pipeline ≥ 0.9 × ceiling. Prints PASS/MISS and never asserts.
 
-    .venv/bin/python bench/bench_pipeline.py [--rows N] [--batch-rows N] [--rounds R]
+    .venv/bin/python bench/bench_pipeline.py [--rows N] [--batch-rows N] [--rounds R] [--varied]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from bench_sink import BlankSource, NullSink, chunk  # the same do-nothing ends
 
 from demo.spark_session import local_session
@@ -42,12 +43,17 @@ STAGES = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", 
 VARIANTS = ("ceiling", "read", "write", "pipeline")
 
 
-def build_input(path: Path, rows: int) -> None:
+def build_input(path: Path, rows: int, varied: bool = False) -> None:
     """``rows`` committed rows in ``INPUT``, split over its partitions, as the blank source
-    makes them."""
+    makes them; ``varied``: values of 50 to 150 bytes instead (records of one size are found
+    faster, ``columnar_decode._uniform_starts``)."""
     with Log.open(path) as log:
         log.create_topic(INPUT, INPUT_PARTITIONS, config={"segment.bytes": str(1 << 30)})
         block = chunk()
+        if varied:
+            sizes = [50 + (i * 37) % 101 for i in range(block.num_rows)]
+            values = pa.array([b"v" * size for size in sizes], pa.binary())
+            block = pa.record_batch([block.column("key"), values], names=["key", "value"])
         producer = log.producer("bench-input")
         producer.init_transactions()
         producer.begin_transaction()
@@ -112,13 +118,16 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--batch-rows", type=int, default=250_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--varied", action="store_true", help="input values of 50-150 bytes, not all 100"
+    )
     args = parser.parse_args()
     spark = local_session("bench-pipeline")
     spark.dataSource.register(BlankSource)
     spark.dataSource.register(NullSink)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        build_input(root / "log", args.rows)
+        build_input(root / "log", args.rows, args.varied)
         for variant in VARIANTS:  # JIT, Python workers, imports: not in the rounds
             run(spark, root, variant, f"warm-{variant}", args.rows, args.batch_rows)
         best: dict[str, tuple[float, Any]] = {}
