@@ -148,7 +148,9 @@ class RecordAccumulator:
         if buffer.headers is not None:
             buffer.headers.append(())
         buffer.size += size
-        self._added(size)
+        self._buffered_bytes += size  # _added, inline: once per record
+        if self._buffered_bytes > self.peak_buffered_bytes:
+            self.peak_buffered_bytes = self._buffered_bytes
         return True
 
     def add_arrow(self, tp: TopicPartition, records: Any) -> ArrowBuffer:
