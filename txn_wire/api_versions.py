@@ -8,8 +8,10 @@ because librdkafka needs v3+ to recover from abortable errors by an epoch bump (
 DeleteTopics goes to v6, whose topic ids the handler resolves (``admin_topics``); it starts at
 v1, as in Kafka 4 and kio (librdkafka sends up to v4, CreatePartitions up to v2).
 
-SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2 are served, and advertised, only when
-the server has a users file (``SASL``): an open server does not offer what it cannot do.
+SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2 are served, and advertised, only on a
+SASL_PLAINTEXT listener (``SASL``, ``listeners``): a PLAINTEXT one does not offer what it
+cannot do. The SCRAM credential APIs (50, 51) are served on every listener: Kafka's credential
+store exists whatever the listeners are.
 
 A request for a version outside its range is refused; for ApiVersions itself the answer is
 Kafka's: error UNSUPPORTED_VERSION (35) in a v0-shaped response listing the supported ranges,
@@ -51,13 +53,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    50: (0, 0),  # DescribeUserScramCredentials (KIP-554; on every listener, as in Kafka)
+    51: (0, 0),  # AlterUserScramCredentials
 }
 """api key → (min version, max version), inclusive."""
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 SASL: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
-"""The SASL APIs, served with a users file only."""
+"""The SASL APIs, served on a SASL_PLAINTEXT listener only."""
 
 
 def _ranges(sasl: bool) -> dict[int, tuple[int, int]]:
