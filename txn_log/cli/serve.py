@@ -39,7 +39,8 @@ def add_parser(subparsers: Any) -> None:
         help="serve the log to Kafka clients over Kafka's protocol (modifies the log)",
         description=(
             "Listen for Kafka clients (confluent-kafka, kafka-python, ...) and serve the log "
-            "at PATH to them: produce, fetch, list offsets, transactions, group offsets. "
+            "at PATH to them: produce, fetch, list offsets, transactions, group offsets, "
+            "topic administration, SCRAM credentials. "
             "Creates the log if PATH is missing. Stops on SIGTERM or SIGINT."
         ),
     )
@@ -114,7 +115,8 @@ def add_parser(subparsers: Any) -> None:
         type=int,
         default=None,
         help="also serve GET /metrics (Prometheus text: live producer ids, LSO, transactional "
-        "ids, read_committed lag) on this port of the same host; 0 picks a free port",
+        "ids, read_committed lag) on this port of the (first) listener's host; 0 picks a free "
+        "port",
     )
     serve.add_argument(
         "--users-file",
