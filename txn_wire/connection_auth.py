@@ -61,7 +61,8 @@ class ConnectionAuth:
 
     @property
     def principal(self) -> str | None:
-        """``User:NAME`` once authenticated (``User:ANONYMOUS`` without SASL), else None."""
+        """``User:NAME`` once authenticated (``User:ANONYMOUS`` on a PLAINTEXT listener), else
+        None."""
         if self._sasl is None:
             return ANONYMOUS
         return f"User:{self._sasl.principal}" if self._sasl.principal is not None else None

@@ -4,7 +4,7 @@
   above the connection's cap closes that connection before the body is read: the cap is
   ``sasl_max_receive_size`` (sasl.server.max.receive.size, 512 KiB) until a SASL connection
   has authenticated, ``max_request_bytes`` (socket.request.max.bytes, 100 MiB) after, and
-  on a server without SASL. So does a frame whose lengths do not fit in it
+  on a PLAINTEXT listener. So does a frame whose lengths do not fit in it
   (``frame_bounds``, checked before kio reads it), a frame kio cannot decode, an unknown API
   key or an unsupported version (except ApiVersions, answered as Kafka answers it:
   ``api_versions``). Bad input closes one connection, never the server, and never reaches
