@@ -8,18 +8,18 @@ The ACL file has one rule a line, five fields separated by blanks; ``#`` starts 
     User:*         group              *           Read       allow
     User:mallory   topic              *           All        deny
 
-- principal: ``User:NAME`` (the SASL user; ``User:ANONYMOUS`` without a users file) or
+- principal: ``User:NAME`` (the SASL user; ``User:ANONYMOUS`` on a PLAINTEXT listener) or
   ``User:*`` for everyone.
 - resource type: ``topic``, ``group``, ``transactional_id`` (Kafka's ProducerTransactionalId,
   C-31) or ``cluster`` (name ``kafka-cluster``; IdempotentWrite there lets a producer without
   a transactional id get a producer id, as in Kafka).
 - name: a literal name, a prefix ending in ``*`` (``copier-*``), or ``*`` for every name.
-- operation: ``Read``, ``Write``, ``Describe``, ``IdempotentWrite``, ``Create`` (on a topic
-  or the cluster: CreateTopics), ``Delete`` (on a topic or the cluster: DeleteTopics; on a
-  group: DeleteGroups),
-  ``Alter`` (on a topic: CreatePartitions), ``DescribeConfigs``, ``AlterConfigs``,
-  ``ClusterAction`` or ``All``. AlterConfigs and ClusterAction guard no API served here; they
-  only show in the operations Metadata reports a principal may perform.
+- operation: ``Read``, ``Write``, ``Describe`` (on the cluster: DescribeUserScramCredentials),
+  ``IdempotentWrite``, ``Create`` (on a topic or the cluster: CreateTopics), ``Delete`` (on a
+  topic or the cluster: DeleteTopics; on a group: DeleteGroups), ``Alter`` (on a topic:
+  CreatePartitions; on the cluster: AlterUserScramCredentials), ``DescribeConfigs``,
+  ``AlterConfigs``, ``ClusterAction`` or ``All``. ClusterAction guards no API served here;
+  it only shows in the operations Metadata reports a principal may perform.
 - permission: ``allow`` or ``deny``.
 
 Decisions are Kafka's (``StandardAuthorizer``): a matching deny wins over any allow; without a

@@ -11,8 +11,10 @@ DescribeAcls, CreateAcls and DeleteAcls start at v1 too: Kafka 4 removed their v
 which kio does not have either; v1 adds the resource pattern type (PREFIXED), v2 is flexible
 (librdkafka sends v1).
 
-SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2 are served, and advertised, only when
-the server has a users file (``SASL``): an open server does not offer what it cannot do.
+SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2 are served, and advertised, only on a
+SASL_PLAINTEXT listener (``SASL``, ``listeners``): a PLAINTEXT one does not offer what it
+cannot do. The SCRAM credential APIs (50, 51) are served on every listener: Kafka's credential
+store exists whatever the listeners are.
 
 A request for a version outside its range is refused; for ApiVersions itself the answer is
 Kafka's: error UNSUPPORTED_VERSION (35) in a v0-shaped response listing the supported ranges,
@@ -57,13 +59,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    50: (0, 0),  # DescribeUserScramCredentials (KIP-554; on every listener, as in Kafka)
+    51: (0, 0),  # AlterUserScramCredentials
 }
 """api key → (min version, max version), inclusive."""
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 SASL: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
-"""The SASL APIs, served with a users file only."""
+"""The SASL APIs, served on a SASL_PLAINTEXT listener only."""
 
 
 def _ranges(sasl: bool) -> dict[int, tuple[int, int]]:

@@ -51,6 +51,10 @@ DeleteRecords          Delete on each topic                             29, that
 DescribeAcls           Describe on the cluster (Alter implies it)       31
 CreateAcls,            Alter on the cluster                             31, every creation
 DeleteAcls                                                              / filter
+DescribeUserScram-     Describe on the cluster (``authorize_scram``;    31, each user named
+Credentials            every user: none listed)
+AlterUserScram-        Alter on the cluster                             31, each user
+Credentials
 =====================  ===============================================  ===================
 
 A refused part never reaches the handler: the request is narrowed to the allowed parts, the
@@ -73,6 +77,7 @@ from txn_wire import authorize_groups as groups
 from txn_wire.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from txn_wire.admin_acls import DESCRIBE_ACLS, whole_request_error
 from txn_wire.authorize_configs import alter_configs
+from txn_wire.authorize_scram import alter_user_scram_credentials, describe_user_scram_credentials
 from txn_wire.codec import Plain, Request
 from txn_wire.guard import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -455,5 +460,7 @@ RULES: dict[int, Callable[[Check], Guard]] = {
     37: _create_partitions,
     42: groups.delete_groups,
     44: alter_configs,
+    50: describe_user_scram_credentials,
+    51: alter_user_scram_credentials,
 }
 """api key → its rule; ApiVersions and the SASL APIs need no authorization."""

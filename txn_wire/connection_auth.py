@@ -1,9 +1,10 @@
 """One connection's authentication: who it is, and its SaslHandshake / SaslAuthenticate.
 
-Without a users file every connection is ``User:ANONYMOUS`` from the start. With one, a
-connection is nobody until a SASL exchange succeeds, and until then only ApiVersions,
-SaslHandshake and SaslAuthenticate are answered: any other request closes the connection, as
-Kafka's ``SaslServerAuthenticator`` does. The exchange, as Kafka runs it:
+On a PLAINTEXT listener every connection is ``User:ANONYMOUS`` from the start. On a
+SASL_PLAINTEXT one (``listeners``), a connection is nobody until a SASL exchange succeeds, and
+until then only ApiVersions, SaslHandshake and SaslAuthenticate are answered: any other
+request closes the connection, as Kafka's ``SaslServerAuthenticator`` does. The exchange, as
+Kafka runs it:
 
 - SaslHandshake v1 names the mechanism (UNSUPPORTED_SASL_MECHANISM 33 with the list of
   mechanisms, then the connection is closed, if it is not one of ``sasl.MECHANISMS``); then
@@ -44,6 +45,8 @@ class ConnectionAuth:
     """Authentication state of one connection."""
 
     def __init__(self, users: Users | None, peer: object) -> None:
+        """``users``: the SCRAM credentials as the connection was accepted (a SASL_PLAINTEXT
+        listener), None on a PLAINTEXT one."""
         self._sasl = SaslSession(users) if users is not None else None
         self._peer = peer
         self.raw_tokens = False
@@ -52,8 +55,14 @@ class ConnectionAuth:
         """True once the answer being sent is the connection's last."""
 
     @property
+    def sasl(self) -> bool:
+        """Whether the connection came to a SASL_PLAINTEXT listener (SASL is offered)."""
+        return self._sasl is not None
+
+    @property
     def principal(self) -> str | None:
-        """``User:NAME`` once authenticated (``User:ANONYMOUS`` without SASL), else None."""
+        """``User:NAME`` once authenticated (``User:ANONYMOUS`` on a PLAINTEXT listener), else
+        None."""
         if self._sasl is None:
             return ANONYMOUS
         return f"User:{self._sasl.principal}" if self._sasl.principal is not None else None

@@ -66,11 +66,21 @@ def scram_credential(
     password: str, mechanism: str, salt: bytes | None = None, iterations: int = ITERATIONS
 ) -> ScramCredential:
     """The SCRAM credential of ``password`` (a random 32-byte salt unless given)."""
-    name = _HASHES[mechanism]
     salt = salt if salt is not None else secrets.token_bytes(32)
-    salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", name).digest()
-    server_key = hmac.new(salted, b"Server Key", name).digest()
+    salted = hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
+    return credential_from_salted_password(salted, mechanism, salt, iterations)
+
+
+def credential_from_salted_password(
+    salted_password: bytes, mechanism: str, salt: bytes, iterations: int
+) -> ScramCredential:
+    """The credential of a SaltedPassword (RFC 5802 ``Hi(password, salt, i)``), as Kafka's
+    ``ScramFormatter.generateCredential`` makes it from what AlterUserScramCredentials carries:
+    StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey = HMAC(SaltedPassword,
+    "Server Key"). The password itself is never needed."""
+    name = _HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", name).digest()
+    server_key = hmac.new(salted_password, b"Server Key", name).digest()
     return ScramCredential(salt, iterations, hashlib.new(name, client_key).digest(), server_key)
 
 

@@ -1,12 +1,18 @@
-"""SCRAM users of ``txnlog serve --users-file``, changed without writing Python: what Kafka's
-``kafka-configs --entity-type users --alter --add-config 'SCRAM-SHA-256=[password=…]'`` does
-to a Kafka cluster, ``txnlog users`` does to a users file (format in ``txn_wire.sasl``).
+"""The SCRAM users of a users file: the credential store of ``txnlog serve`` (SASL logins,
+DescribeUserScramCredentials, AlterUserScramCredentials) and what ``txnlog users`` changes
+without writing Python, as Kafka's ``kafka-configs --entity-type users --alter --add-config
+'SCRAM-SHA-256=[password=…]'`` does to a Kafka cluster (format in ``txn_wire.sasl``).
+
+A server's store is the file ``--users-file`` names or, without one, ``users.json`` in its log
+directory (``default_users_file``): as Kafka keeps SCRAM credentials in the cluster's
+metadata, whatever its listeners, every server over one log directory shares them (DESIGN §1).
 
 Only salted credentials are written (salt, iterations, stored key, server key), never a
 password: a user still held as a plain password is turned into the credentials it stands for
 when it is first altered. Each change happens under an exclusive lock beside the file
-(``<file>.lock``) and replaces the file whole, durably, so two operators never lose each
-other's change and a running server (``WatchedFile``) reads the old file or the new one.
+(``<file>.lock``, ``watched_file.editor_lock``) and replaces the file whole, durably, so two
+editors (``txnlog users``, the API on any connection of any server) never lose each other's
+change and a running server (``WatchedFile``) reads the old file or the new one.
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +32,17 @@ from txn_wire.sasl import (
     SCRAM_SHA_256,
     SCRAM_SHA_512,
     ScramCredential,
+    Users,
     entry_credentials,
     load_users,
     scram_credential,
 )
-from txn_wire.watched_file import editor_lock
+from txn_wire.watched_file import WatchedFile, editor_lock
 
 SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 MAX_ITERATIONS = 16384  # Kafka's ScramMechanism.maxIterations
+DEFAULT_USERS_FILE = "users.json"
+"""The credential store in a log directory, for a server started without ``--users-file``."""
 _ENTRY = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[([^\]]*)\]\s*(?:,|$)")
 
 
@@ -134,29 +143,99 @@ def alter_user(
         raise ScramConfigError(
             f"user {user!r}: {', '.join(sorted(both))} is both added and deleted in one change"
         )
-    path = Path(path)
+    upsertions = {
+        change.mechanism: scram_credential(
+            change.password, change.mechanism, iterations=change.iterations
+        )
+        for change in add
+    }
+    outcome = alter_users(Path(path), [UserAlteration(user, upsertions, frozenset(delete))])[user]
+    if outcome.missing:
+        raise ScramConfigError(
+            f"user {user!r} has no {', '.join(outcome.missing)} credential to delete; it has "
+            f"{', '.join(outcome.held) or 'none'}"
+        )
+    return outcome.held
+
+
+@dataclass(frozen=True)
+class UserAlteration:
+    """What one change does to one user: the credentials to set, by mechanism, and the
+    mechanisms whose credential to remove (never one mechanism in both: the caller refuses
+    that first, as Kafka's DUPLICATE_RESOURCE)."""
+
+    user: str
+    upsertions: Mapping[str, ScramCredential] = field(default_factory=dict)
+    deletions: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class UserOutcome:
+    """``missing``: the mechanisms asked to be removed that the user has no credential for
+    (then nothing of this user changed); ``held``: the user's mechanisms and iterations after."""
+
+    missing: tuple[str, ...]
+    held: dict[str, int]
+
+
+def alter_users(path: Path, alterations: Sequence[UserAlteration]) -> dict[str, UserOutcome]:
+    """Apply ``alterations`` (at most one per user) to the users file at ``path`` (created when
+    missing), under its editor lock, in one durable replace, and say what became of each user.
+    Each user's alteration applies whole or not at all: one removing a credential the user does
+    not have changes nothing of that user (Kafka's RESOURCE_NOT_FOUND), the others still apply.
+    UsersFileError, nothing written, when the file does not load; StorageError when it cannot
+    be replaced (the file is then unchanged)."""
+    outcomes: dict[str, UserOutcome] = {}
     with editor_lock(path):
         document = _read_document(path)
-        entry = document.get(user)
-        held = entry_credentials(path, user, entry) if entry is not None else {}
-        missing = [mechanism for mechanism in delete if mechanism not in held]
-        if missing:
-            raise ScramConfigError(
-                f"user {user!r} has no {', '.join(missing)} credential to delete; it has "
-                f"{', '.join(sorted(held)) or 'none'}"
-            )
-        for mechanism in delete:
-            del held[mechanism]
-        for change in add:
-            held[change.mechanism] = scram_credential(
-                change.password, change.mechanism, iterations=change.iterations
-            )
-        if held:
-            document[user] = {FILE_KEYS[m]: _stored(held[m]) for m in sorted(held)}
-        else:
-            document.pop(user, None)
-        write_durably(path, (json.dumps(document, indent=1, sort_keys=True) + "\n").encode())
-    return {mechanism: held[mechanism].iterations for mechanism in sorted(held)}
+        for alteration in alterations:
+            user = alteration.user
+            entry = document.get(user)
+            held = entry_credentials(path, user, entry) if entry is not None else {}
+            missing = tuple(sorted(m for m in alteration.deletions if m not in held))
+            if not missing:
+                for mechanism in alteration.deletions:
+                    del held[mechanism]
+                held.update(alteration.upsertions)
+                if held:
+                    document[user] = {FILE_KEYS[m]: _stored(held[m]) for m in sorted(held)}
+                else:
+                    document.pop(user, None)
+            iterations = {mechanism: held[mechanism].iterations for mechanism in sorted(held)}
+            outcomes[user] = UserOutcome(missing, iterations)
+        if any(not outcome.missing for outcome in outcomes.values()):
+            text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+            write_durably(path, text.encode())
+    return outcomes
+
+
+class ScramCredentialStore:
+    """A server's SCRAM credentials: the users file it authenticates SASL clients with and
+    that DescribeUserScramCredentials and AlterUserScramCredentials read and change.
+
+    ``users()`` goes through a ``WatchedFile`` (one ``stat``, the file re-read when it
+    changed), ``alter`` through ``alter_users``, so a change made through the API, by
+    ``txnlog users`` or by another server over the same file applies to the next connection
+    and the next describe, without a restart. Thread-safe."""
+
+    def __init__(self, path: Path, *, must_exist: bool) -> None:
+        """Loads the file now: UsersFileError when it does not load, or when it is missing and
+        ``must_exist`` (a file named on the command line); a missing default file is a store
+        with no users yet, created by the first alteration."""
+        self.path = Path(path)
+        loaded = load_users(self.path) if must_exist or self.path.exists() else {}
+        self._watched = WatchedFile(self.path, load_users, loaded)
+
+    def users(self) -> Users:
+        return self._watched.current()
+
+    def alter(self, alterations: Sequence[UserAlteration]) -> dict[str, UserOutcome]:
+        return alter_users(self.path, alterations)
+
+
+def default_users_file(log_dir: Path) -> Path:
+    """The credential store of the log at ``log_dir`` (``DEFAULT_USERS_FILE`` in it)."""
+    return Path(log_dir) / DEFAULT_USERS_FILE
 
 
 def describe_users(path: Path) -> dict[str, dict[str, int]]:

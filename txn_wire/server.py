@@ -4,7 +4,7 @@
   above the connection's cap closes that connection before the body is read: the cap is
   ``sasl_max_receive_size`` (sasl.server.max.receive.size, 512 KiB) until a SASL connection
   has authenticated, ``max_request_bytes`` (socket.request.max.bytes, 100 MiB) after, and
-  on a server without SASL. So does a frame whose lengths do not fit in it
+  on a PLAINTEXT listener. So does a frame whose lengths do not fit in it
   (``frame_bounds``, checked before kio reads it), a frame kio cannot decode, an unknown API
   key or an unsupported version (except ApiVersions, answered as Kafka answers it:
   ``api_versions``). Bad input closes one connection, never the server, and never reaches
@@ -16,12 +16,17 @@
 - Fetch long-polls: answered once ``min_bytes`` of records are there, or ``max_wait`` has
   passed, looking at the partitions' ends every ``fetch_poll_interval_ms``; other processes
   append to the directory without telling us, so looking is the only way to learn of it.
-- Authentication and authorization (optional, R-12): with ``users`` each connection must
-  authenticate by SASL before anything but ApiVersions (``connection_auth``); with an
-  ``authorizer`` each request is checked against the ACLs before its handler runs, and the
-  refused parts are answered with Kafka's authorization error codes (``authorize``).
-  CreateAcls, DescribeAcls and DeleteAcls edit and list the ACL file the authorizer is read
-  from (``admin_acls``); without one they answer SECURITY_DISABLED.
+- Listeners (``listeners``): one server accepts on a PLAINTEXT and a SASL_PLAINTEXT address,
+  as Kafka's ``listeners``; each connection keeps its listener's protocol, and the broker it
+  is told of in Metadata is the address it connected to.
+- Authentication and authorization (R-12): on a SASL_PLAINTEXT listener each connection must
+  authenticate by SASL against the SCRAM credential store before anything but ApiVersions
+  (``connection_auth``); the same store answers DescribeUserScramCredentials and
+  AlterUserScramCredentials on every listener (``admin_scram``). With an ``authorizer`` each
+  request is checked against the ACLs before its handler runs, and the refused parts are
+  answered with Kafka's authorization error codes (``authorize``). CreateAcls,
+  DescribeAcls and DeleteAcls edit and list the ACL file the authorizer is read from
+  (``admin_acls``); without one they answer SECURITY_DISABLED.
 - Shutdown (``stop``): stop accepting; requests being handled are answered (long polls answer
   at once with what they have); idle connections are closed; then the log is closed. Every
   acknowledged append was written before its answer, so nothing acknowledged is lost.
@@ -32,8 +37,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +55,10 @@ from txn_wire.admin_acls import (
 from txn_wire.admin_configs import handle_alter_configs, handle_incremental_alter_configs
 from txn_wire.admin_groups import handle_delete_groups
 from txn_wire.admin_partitions import handle_create_partitions
+from txn_wire.admin_scram import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from txn_wire.admin_topics import (
     handle_create_topics,
     handle_delete_topics,
@@ -72,9 +82,10 @@ from txn_wire.fetch import end_offsets, read_fetch
 from txn_wire.group_coordinator import GroupCoordinator
 from txn_wire.group_membership import LoopMembership
 from txn_wire.list_offsets import handle_list_offsets
+from txn_wire.listeners import Listener, SecurityProtocol
 from txn_wire.metadata import Address, handle_find_coordinator, handle_metadata
 from txn_wire.produce import handle_produce
-from txn_wire.sasl import Users
+from txn_wire.scram_users import ScramCredentialStore
 from txn_wire.transactions import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -119,8 +130,14 @@ def _acl_api(function: Callable[[AclAdmin | None, Request], Plain]) -> Handler:
     return handler
 
 
-async def _api_versions(server: WireServer, request: Request, address: Address) -> Plain:
-    return api_versions.api_versions_body(sasl=server.users is not None)
+def _on_credentials(function: Callable[[ScramCredentialStore, Request], Plain]) -> Handler:
+    """A handler that runs ``function(credential store, request)`` on a worker thread (it
+    reads, and may rewrite, the users file)."""
+
+    async def handler(server: WireServer, request: Request, address: Address) -> Plain:
+        return await asyncio.to_thread(function, server.credentials, request)
+
+    return handler
 
 
 async def _fetch(server: WireServer, request: Request, address: Address) -> Plain:
@@ -226,7 +243,6 @@ HANDLERS: dict[int, Handler] = {
     14: _sync_group,
     15: _describe_groups,
     16: _list_groups,
-    18: _api_versions,
     19: _blocking(handle_create_topics),
     20: _blocking(handle_delete_topics),
     21: _blocking(handle_delete_records),
@@ -243,7 +259,10 @@ HANDLERS: dict[int, Handler] = {
     37: _blocking(handle_create_partitions),
     42: _blocking(handle_delete_groups),
     44: _blocking(handle_incremental_alter_configs),
+    50: _on_credentials(handle_describe_user_scram_credentials),
+    51: _on_credentials(handle_alter_user_scram_credentials),
 }
+"""api key → its handler; ApiVersions and the SASL APIs are the connection's (``_answer``)."""
 
 
 class WireServer:
@@ -252,23 +271,21 @@ class WireServer:
     def __init__(
         self,
         log: Log,
+        credentials: ScramCredentialStore,
         config: ServeConfig | None = None,
         *,
-        users: Users | Callable[[], Users] | None = None,
         authorizer: Authorizer | Callable[[], Authorizer] | None = None,
         acl_file: Path | None = None,
     ) -> None:
-        """``users``: the SASL users, or what gives them at each new connection (a
-        ``WatchedFile``'s ``current``, so credentials changed on disk apply without a restart);
-        None: no authentication. ``authorizer``: the ACLs, or what gives them at each request
-        (likewise, so ``txnlog acls`` applies to the next request); None: no ACLs.
-        ``acl_file``: the file ``authorizer`` reads, which CreateAcls and DeleteAcls edit and
-        DescribeAcls lists; without it (or without an authorizer) they answer
-        SECURITY_DISABLED."""
+        """``credentials``: the SCRAM credential store, read at each new connection to a
+        SASL_PLAINTEXT listener (so credentials changed on disk apply without a restart) and
+        by the SCRAM credential APIs. ``authorizer``: the ACLs, or what gives them at each
+        request (a ``WatchedFile``'s ``current``, so ``txnlog acls`` applies to the next
+        request); None: no ACLs. ``acl_file``: the file ``authorizer`` reads, which CreateAcls
+        and DeleteAcls edit and DescribeAcls lists; without it (or without an authorizer) they
+        answer SECURITY_DISABLED."""
         self.broker = Broker(log, config or ServeConfig())
-        self.users: Callable[[], Users] | None = (
-            (lambda: users) if isinstance(users, dict) else users
-        )
+        self.credentials = credentials
         self.authorizer: Callable[[], Authorizer] | None = (
             (lambda: authorizer) if isinstance(authorizer, Authorizer) else authorizer
         )
@@ -285,24 +302,29 @@ class WireServer:
             log.group_offsets.activity,
         )
         self.stopping = asyncio.Event()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen; returns the address actually bound (port 0 picks a free port)."""
-        self._server = await asyncio.start_server(self._connection, host, port)
+    async def start(self, listeners: Sequence[Listener]) -> list[Listener]:
+        """Listen on each listener; returns them as bound (port 0 picks a free port)."""
+        bound = []
+        for listener in listeners:
+            accept = functools.partial(self._connection, listener.protocol)
+            server = await asyncio.start_server(accept, listener.host, listener.port)
+            self._servers.append(server)
+            host, port = server.sockets[0].getsockname()[:2]
+            bound.append(Listener(listener.protocol, host, port))
         self.groups.start()
-        bound = self._server.sockets[0].getsockname()
-        return bound[0], bound[1]
+        return bound
 
     async def stop(self, grace_s: float = 30.0) -> None:
         """Stop accepting, let in-flight requests answer, close connections (not the log)."""
         self.stopping.set()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         self.groups.stop()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._idle.wait(), grace_s)
@@ -310,7 +332,12 @@ class WireServer:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(
+        self,
+        protocol: SecurityProtocol,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -318,7 +345,7 @@ class WireServer:
         sockname = writer.get_extra_info("sockname")
         address: Address = (sockname[0], sockname[1])
         peer = writer.get_extra_info("peername")
-        auth = ConnectionAuth(self.users() if self.users is not None else None, peer)
+        auth = ConnectionAuth(self.credentials.users() if protocol.sasl else None, peer)
         try:
             while not self.stopping.is_set():
                 frame = await self._read_frame(reader, auth)
@@ -370,7 +397,7 @@ class WireServer:
 
     async def _dispatch(self, frame: bytes, address: Address, auth: ConnectionAuth) -> bytes | None:
         api_key, api_version, correlation_id = peek_prefix(frame)
-        sasl = self.users is not None
+        sasl = auth.sasl
         if not api_versions.is_supported(api_key, api_version, sasl=sasl):
             if api_key == api_versions.API_VERSIONS:
                 body = api_versions.api_versions_body(api_versions.UNSUPPORTED_VERSION, sasl=sasl)
@@ -389,6 +416,8 @@ class WireServer:
     async def _answer(
         self, request: Request, address: Address, auth: ConnectionAuth
     ) -> Plain | None:
+        if request.api_key == api_versions.API_VERSIONS:
+            return api_versions.api_versions_body(sasl=auth.sasl)
         if request.api_key == api_versions.SASL_HANDSHAKE:
             return auth.handshake(request)
         if request.api_key == api_versions.SASL_AUTHENTICATE:
@@ -414,20 +443,20 @@ class WireServer:
 
 async def serve(
     log: Log,
-    host: str,
-    port: int,
+    listeners: Sequence[Listener],
+    credentials: ScramCredentialStore,
     config: ServeConfig | None = None,
     *,
-    on_listening: Callable[[str, int], None] = lambda host, port: None,
+    on_listening: Callable[[list[Listener]], None] = lambda bound: None,
     metrics_port: int | None = None,
     on_metrics: Callable[[str, int], None] = lambda host, port: None,
-    users: Users | Callable[[], Users] | None = None,
     authorizer: Authorizer | Callable[[], Authorizer] | None = None,
     acl_file: Path | None = None,
 ) -> None:
-    """Serve ``log`` until SIGTERM or SIGINT, then stop cleanly (the caller closes the log).
-    With ``metrics_port`` (0: a free one), ``GET /metrics`` on the same host answers the
-    seeds' metrics in the Prometheus text format (``metrics_http``)."""
+    """Serve ``log`` on ``listeners`` until SIGTERM or SIGINT, then stop cleanly (the caller
+    closes the log). With ``metrics_port`` (0: a free one), ``GET /metrics`` on the first
+    listener's host answers the seeds' metrics in the Prometheus text format
+    (``metrics_http``)."""
     import signal
     from concurrent.futures import ThreadPoolExecutor
 
@@ -437,16 +466,16 @@ async def serve(
     # engine calls (appends with fsync, long-poll looks at the log ends) share these threads;
     # the default pool (CPUs + 4) would let a few slow fsyncs hold up every fetch
     loop.set_default_executor(ThreadPoolExecutor(WORKER_THREADS, "txnlog-serve"))
-    server = WireServer(log, config, users=users, authorizer=authorizer, acl_file=acl_file)
+    server = WireServer(log, credentials, config, authorizer=authorizer, acl_file=acl_file)
     # the handlers go in before the address is printed: whoever reads it may stop us at once
     stop_requested = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_requested.set)
-    bound_host, bound_port = await server.start(host, port)
-    on_listening(bound_host, bound_port)
+    bound = await server.start(listeners)
+    on_listening(bound)
     metrics = MetricsServer(log)
     if metrics_port is not None:
-        on_metrics(*await metrics.start(host, metrics_port))
+        on_metrics(*await metrics.start(bound[0].host, metrics_port))
     await stop_requested.wait()
     await metrics.stop()
     await server.stop()

@@ -1,6 +1,7 @@
 """A file the server reads again when it changes: the users file (SCRAM credentials added with
-``txnlog users --alter`` take effect for the next connection, as Kafka applies
-``kafka-configs --alter --entity-type users`` without a restart).
+``txnlog users --alter`` or AlterUserScramCredentials, by this server or another, take effect
+for the next connection, as Kafka applies ``kafka-configs --alter --entity-type users``
+without a restart) and the ACL file.
 
 ``current()`` re-reads it only when it changed (``txn_log.storage.held_file``, as a topic's
 config file: one ``stat``, the version last read held open). The tools that edit such a file

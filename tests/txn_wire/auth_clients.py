@@ -4,15 +4,17 @@ in with SASL PLAIN, confluent-kafka settings for SASL, and a server whose users 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tests.txn_wire.serve_process import ServeProcess, start_serve
-from tests.txn_wire.wire_clients import RawClient
+from tests.txn_wire.wire_clients import WAIT_S, RawClient, confluent_consumer, confluent_producer
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
@@ -48,6 +50,48 @@ def sasl_config(mechanism: str, user: str, password: str) -> dict[str, Any]:
         "sasl.username": user,
         "sasl.password": password,
     }
+
+
+def logs_in(
+    bootstrap: str, mechanism: str, user: str, password: str, *, consumer: bool = False
+) -> bool:
+    """Whether a new confluent-kafka producer with these credentials gets a record to
+    "orders" acked (True) or the authentication error (False); ``consumer``: whether a new
+    consumer gets the topic's metadata."""
+    errors: list[KafkaError] = []
+    config = {**sasl_config(mechanism, user, password), "error_cb": errors.append}
+    if consumer:
+        return _consumer_logs_in(bootstrap, config, errors)
+    acked: list[object] = []
+    producer = confluent_producer(bootstrap, **config)
+    producer.produce("orders", b"x", partition=0, on_delivery=lambda e, m: acked.append(e))
+    deadline = time.monotonic() + WAIT_S
+    while not acked and not errors and time.monotonic() < deadline:
+        producer.poll(0.1)
+    producer.purge()
+    producer.flush(5)
+    if errors:
+        assert errors[0].code() == KafkaError._AUTHENTICATION, errors
+        return False
+    assert acked == [None], f"neither acked nor refused within {WAIT_S}s"
+    return True
+
+
+def _consumer_logs_in(bootstrap: str, config: dict[str, Any], errors: list[KafkaError]) -> bool:
+    client = confluent_consumer(bootstrap, "read_committed", **config)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not errors and time.monotonic() < deadline:
+            try:
+                client.list_topics("orders", timeout=0.5)
+            except KafkaException:
+                continue
+            return not errors
+    finally:
+        client.close()
+    assert errors, f"neither answered nor refused within {WAIT_S}s"
+    assert errors[0].code() == KafkaError._AUTHENTICATION, errors
+    return False
 
 
 @contextmanager

@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError
 
-from tests.txn_wire.auth_clients import sasl_config, write_users
+from tests.txn_wire.auth_clients import logs_in, write_users
 from tests.txn_wire.serve_process import TXNLOG, ServeProcess, start_serve
-from tests.txn_wire.wire_clients import WAIT_S, confluent_producer
+from tests.txn_wire.wire_clients import WAIT_S
 from txn_wire.sasl import SCRAM_SHA_256, SCRAM_SHA_512, load_users
 from txn_wire.scram_users import (
     ScramChange,
@@ -109,55 +107,34 @@ def sasl_server(log_dir: Path, tmp_path: Path) -> Iterator[tuple[ServeProcess, P
         served.stop()
 
 
-def _logs_in(server: ServeProcess, mechanism: str, user: str, password: str) -> bool:
-    """Whether a new confluent-kafka producer with these credentials gets a record acked
-    (True) or the authentication error (False)."""
-    errors: list[KafkaError] = []
-    acked: list[object] = []
-    producer = confluent_producer(
-        server.bootstrap, **sasl_config(mechanism, user, password), error_cb=errors.append
-    )
-    producer.produce("orders", b"x", partition=0, on_delivery=lambda e, m: acked.append(e))
-    deadline = time.monotonic() + WAIT_S
-    while not acked and not errors and time.monotonic() < deadline:
-        producer.poll(0.1)
-    producer.purge()
-    producer.flush(5)
-    if errors:
-        assert errors[0].code() == KafkaError._AUTHENTICATION, errors
-        return False
-    assert acked == [None], f"neither acked nor refused within {WAIT_S}s"
-    return True
-
-
 def test_a_running_server_applies_users_added_and_removed_by_the_command(
     sasl_server: tuple[ServeProcess, Path],
 ) -> None:
     server, users = sasl_server
-    assert not _logs_in(server, "SCRAM-SHA-512", "bob", "bob-secret")
+    assert not logs_in(server.bootstrap, "SCRAM-SHA-512", "bob", "bob-secret")
     added = txnlog(
         "--users-file", str(users), "--alter", "--entity-name", "bob",
         "--add-config", "SCRAM-SHA-512=[iterations=8192,password=bob-secret]",
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     assert added.stdout == "Completed updating config for user bob.\n"
-    assert _logs_in(server, "SCRAM-SHA-512", "bob", "bob-secret")
-    assert _logs_in(server, "SCRAM-SHA-256", "alice", "alice-secret")
+    assert logs_in(server.bootstrap, "SCRAM-SHA-512", "bob", "bob-secret")
+    assert logs_in(server.bootstrap, "SCRAM-SHA-256", "alice", "alice-secret")
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         removed = txnlog(
             "--users-file", str(users), "--alter", "--entity-name", "alice",
             "--delete-config", mechanism,
         )  # fmt: skip
         assert removed.returncode == 0, removed.stderr
-    assert not _logs_in(server, "SCRAM-SHA-256", "alice", "alice-secret")
-    assert not _logs_in(server, "PLAIN", "alice", "alice-secret")
+    assert not logs_in(server.bootstrap, "SCRAM-SHA-256", "alice", "alice-secret")
+    assert not logs_in(server.bootstrap, "PLAIN", "alice", "alice-secret")
     described = txnlog("--users-file", str(users), "--describe")
     assert described.stdout == (
         "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-512=iterations=8192\n"
     )
     # a hand edit gone wrong keeps what the server held: bob still in, nobody else let in
     users.write_text("{not json")
-    assert _logs_in(server, "SCRAM-SHA-512", "bob", "bob-secret")
+    assert logs_in(server.bootstrap, "SCRAM-SHA-512", "bob", "bob-secret")
     assert server.process.poll() is None
 
 

@@ -6,8 +6,11 @@
     txnlog users --users-file users.json --alter --entity-name alice --delete-config SCRAM-SHA-512
     txnlog users --users-file users.json --describe [--entity-name alice] [--json]
 
-Only salted credentials reach the file (``txn_wire.scram_users``); a running server applies a
-change to its next connection. This command modifies the users file, not the log.
+A server started without ``--users-file`` keeps its SCRAM credentials in ``users.json`` in its
+log directory: ``--users-file LOG/users.json`` edits those. Only salted credentials reach the
+file (``txn_wire.scram_users``); a running server applies a change to its next connection,
+and a change made at the same time through AlterUserScramCredentials is not lost (both take
+the file's editor lock). This command modifies the users file, not the log.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ def add_parser(subparsers: Any) -> None:
         "--entity-type users); modifies the users file",
     )
     users.add_argument(
-        "--users-file", required=True, help="the file txnlog serve --users-file reads"
+        "--users-file",
+        required=True,
+        help="the file txnlog serve --users-file reads (without that option: users.json in "
+        "the log directory)",
     )
     action = users.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="list users and mechanisms")
