@@ -458,7 +458,9 @@ class LogManager:
                     taken = store.current().topic_defaults(topic)
                     return {key: value for key, (value, _) in taken.items()}
 
-                watch = self._config_watches[topic] = TopicConfigWatch(path, defaults)
+                internal = topic in INTERNAL_TOPICS  # never a broker default: not even looked at
+                watch = TopicConfigWatch(path, None if internal else defaults)
+                self._config_watches[topic] = watch
             return watch
 
     def topic_config_overrides(self, topic: str) -> frozenset[str]:

@@ -25,6 +25,7 @@ from txn_log.log_dir.broker_config import (
     THIS_BROKER,
 )
 from txn_log.topic_config import CONSUMER_OFFSETS_TOPIC
+from txn_log.topic_partition import TopicPartition
 
 SET, DELETE, APPEND, SUBTRACT = OpType.SET, OpType.DELETE, OpType.APPEND, OpType.SUBTRACT
 POLICY, THREADS, RELOGIN = (
@@ -144,6 +145,17 @@ def test_log_cleanup_policy_is_the_policy_of_topics_without_their_own(log: Log) 
 
 
 def test_a_file_that_is_no_broker_config_is_refused_naming_it(log: Log) -> None:
+    """The file is only ever replaced whole, validated; one that does not parse (edited by
+    hand) is refused wherever a broker default is looked for, never guessed at. The internal
+    topics never look, so the coordinators go on."""
     (log.path / FILE_NAME).write_text('{"format_version": 7}')
+    fresh = Log.open(log.path, housekeeping_interval_ms=None)
     with pytest.raises(ConfigError, match=r"broker-config\.json: not a broker config file"):
-        Log.open(log.path, read_only=True).broker_configs.current()
+        fresh.broker_configs.current()
+    with pytest.raises(ConfigError, match="restore it or delete it"):
+        fresh.topic_config("plain")
+    fresh.group_offsets.commit("g", {TopicPartition("plain", 0): 1})  # __consumer_offsets
+    assert fresh.topic_config(CONSUMER_OFFSETS_TOPIC).cleanup_policy == "compact"
+    (log.path / FILE_NAME).unlink()
+    assert fresh.topic_config("plain").cleanup_policy == "delete"
+    fresh.close()
