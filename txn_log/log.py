@@ -56,6 +56,10 @@ class Log:
         self.clock = log_manager.clock
         self.read_only = log_manager.read_only
         self.producer_ids = log_manager.producer_ids
+        self.broker_configs = log_manager.broker_configs
+        """The log's dynamic broker configs (``log_dir.broker_config``): ``current()`` and
+        ``alter(resource, ops, ...)``, Kafka's AlterConfigs / IncrementalAlterConfigs of a
+        BROKER resource."""
         self.group_offsets = GroupOffsetStore(log_manager)
         self.coordinator = TransactionCoordinator(log_manager, self.group_offsets)
         """The transaction coordinator (every process is a peer, DESIGN §3)."""

@@ -17,6 +17,13 @@ past it the cleaner cleans the partition whatever its dirty ratio, and the activ
 ``gzip``, ``snappy``, ``lz4`` or ``zstd``; a client batch in another codec is compressed again
 on append (``storage.log_validator``, Kafka's LogValidator).
 
+``flush.messages`` and ``flush.ms`` are Kafka's bounds on how many appended messages, and how
+many milliseconds since the first of them, may wait in the page cache before the log forces
+them to disk (LONG, at least 1 and 0, default Long.MAX_VALUE: no bound). The engine fsyncs
+(``fdatasync``) every append before it acknowledges it, whatever they say, so each bound a
+topic sets is always met: the value is validated, stored and reported, and no setting makes
+the engine flush less often.
+
 Every value here may change after the topic is created (``LogManager.alter_topic_config``);
 a process applies the new one at its next operation on the topic (``topic_config_watch``).
 """
@@ -93,6 +100,8 @@ class TopicConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 2**63 - 1  # Kafka's Long.MAX_VALUE: no deadline
     compression_type: str = "producer"  # one of COMPRESSION_TYPES
+    flush_messages: int = 2**63 - 1  # Kafka's Long.MAX_VALUE; met: every append is fsynced
+    flush_ms: int = 2**63 - 1  # likewise (see the module docstring)
 
     def target_compression(self, source: Compression) -> Compression:
         """The codec a batch compressed with ``source`` is stored in (Kafka's
@@ -160,6 +169,8 @@ _MINIMUMS = {
     "delete.retention.ms": 0,
     "min.compaction.lag.ms": 0,
     "max.compaction.lag.ms": 1,
+    "flush.messages": 1,
+    "flush.ms": 0,
 }
 _INT32_KEYS = frozenset({"segment.bytes", "max.message.bytes", "index.interval.bytes"})
 """Keys Kafka types INT (int32); the other integers are LONG (int64)."""

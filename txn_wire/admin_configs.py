@@ -1,7 +1,7 @@
 """AlterConfigs (33, v0-2) and IncrementalAlterConfigs (44, v0-1): an AdminClient changes a
 topic's config (``Log.alter_topic_config`` / ``Log.incremental_alter_topic_config``, the same
 engine operation as ``txnlog configs --alter``; DESIGN §1: decode → authorize → one engine call
-→ encode).
+→ encode), or the log's dynamic broker configs (a BROKER resource: ``broker_configs``).
 
 Per resource, in the order Kafka answers (its broker's ``ConfigAdminManager.preprocess``, then
 the controller's ``ControllerApis`` and ``ConfigurationControlManager``):
@@ -12,13 +12,12 @@ the controller's ``ControllerApis`` and ``ConfigurationControlManager``):
       : any but DELETE)
     an operation that is no SET/DELETE/APPEND/   INVALID_REQUEST (42)
       SUBTRACT (IncrementalAlterConfigs)
-    a resource type other than TOPIC (2) and     INVALID_REQUEST (42): not served here
-      BROKER (4)
+    a resource type other than TOPIC (2) and     INVALID_REQUEST (42): not served here (a
+      BROKER (4)                                 GROUP resource, 32, included: Kafka below
+                                                 4.0 has no group configs)
     BROKER named other than "" or "0"            INVALID_REQUEST (42), Kafka's words
-    BROKER with configs                          INVALID_REQUEST (42): no broker config of
-                                                 ``txnlog serve`` changes at run time (Kafka's
-                                                 answer for a config that is not dynamic); an
-                                                 empty one is answered 0, as Kafka does
+    BROKER: a key that is not one of the log's   INVALID_REQUEST (42), naming the key
+      dynamic broker configs, a bad value, ...   (``broker_configs``, Kafka's KAFKA-13609)
     ACL: AlterConfigs on the topic / cluster     TOPIC_AUTHORIZATION_FAILED (29) / CLUSTER_
                                                  AUTHORIZATION_FAILED (31) (``authorize``)
     TOPIC "" (the default topic resource)        INVALID_REQUEST (42)
@@ -42,8 +41,9 @@ from collections import Counter
 from txn_log.errors import TxnLogError
 from txn_log.log_dir.alter_configs import AlterConfigOp, OpType
 from txn_log.topic_config import shown_value
+from txn_wire import broker_configs
 from txn_wire.admin_topics import BROKER_RESOURCE, INVALID_REQUEST, TOPIC_RESOURCE
-from txn_wire.broker import BROKER_ID, Broker, error_code
+from txn_wire.broker import Broker, error_code
 from txn_wire.codec import Plain, Request
 
 ALTER_CONFIGS = 33
@@ -72,7 +72,10 @@ def _answers(broker: Broker, request: Request, *, incremental: bool) -> list[Pla
         if problem is not None:
             answers.append(result(resource, INVALID_REQUEST, problem))
         elif resource["resource_type"] == BROKER_RESOURCE:
-            answers.append(_broker(resource))
+            code, message = broker_configs.alter(
+                broker, resource, incremental=incremental, validate_only=validate_only
+            )
+            answers.append(result(resource, code, message))
         else:
             answers.append(_topic(broker, resource, incremental, validate_only, request.api_key))
     return answers
@@ -105,37 +108,12 @@ def request_problem(
     if resource["resource_type"] not in (TOPIC_RESOURCE, BROKER_RESOURCE):
         return (
             f"Unknown resource type {resource['resource_type']}: txnlog serve alters the configs "
-            f"of topics ({TOPIC_RESOURCE}) only"
+            f"of topics ({TOPIC_RESOURCE}) and brokers ({BROKER_RESOURCE}) only"
         )
     return None
 
 
 _OPS = {op.value for op in OpType}
-
-
-def _broker(resource: Plain) -> Plain:
-    """A BROKER resource: this broker (or the cluster default, ""), with nothing to change."""
-    name = resource["resource_name"]
-    try:
-        node_id = int(name) if name else BROKER_ID
-    except ValueError:  # not digits, or more of them than int() reads
-        message = f"Node id must be an integer, but it is: {shown_value(name)}"
-        return result(resource, INVALID_REQUEST, message)
-    if node_id != BROKER_ID:
-        message = f"Unexpected broker id, expected {BROKER_ID}, but received {shown_value(name)}"
-        return result(resource, INVALID_REQUEST, message)
-    keys = [config["name"] for config in resource.get("configs") or []]
-    if not keys:
-        return result(resource, 0, None)
-    shown = ", ".join(shown_value(key) for key in keys[:10])
-    more = f" and {len(keys) - 10} more" if len(keys) > 10 else ""
-    return result(
-        resource,
-        INVALID_REQUEST,
-        f"Cannot update these configs dynamically: {shown}{more} (txnlog serve has no "
-        "dynamic broker configs: restart it with other options; topic configs are altered "
-        f"on TOPIC resources, type {TOPIC_RESOURCE})",
-    )
 
 
 def _topic(

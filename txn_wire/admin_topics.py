@@ -44,10 +44,13 @@ when the answer goes out, so any ``timeout_ms`` is met and none is waited for; t
 
 DescribeConfigs answers topic resources (type 2) from the topic's ``TopicConfig`` as its file
 says now (every key, or the keys asked for; source DYNAMIC_TOPIC_CONFIG for the keys set at
-creation or altered since, ``Log.topic_config_overrides``, else DEFAULT_CONFIG; AlterConfigs and
-IncrementalAlterConfigs: ``admin_configs``); a broker resource (type 4) is answered with no
-configs; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (3), another resource type
-INVALID_REQUEST (42). Thread-safe: runs on worker threads like every blocking handler.
+creation or altered since, ``Log.topic_config_overrides``, DYNAMIC_BROKER_CONFIG or
+DYNAMIC_DEFAULT_BROKER_CONFIG for a key taken from a dynamic broker default, else
+DEFAULT_CONFIG; AlterConfigs and IncrementalAlterConfigs: ``admin_configs``); a broker resource
+(type 4) with the log's dynamic broker configs (``broker_configs``); an unknown topic is
+UNKNOWN_TOPIC_OR_PARTITION (3), another resource type INVALID_REQUEST (42). CreateTopics
+answers a new topic's configs likewise (v5+). Thread-safe: runs on worker threads like every
+blocking handler.
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ from collections import Counter
 from typing import Any
 
 from txn_log.errors import InvalidPartitionsError, TopicAlreadyExistsError, TxnLogError
+from txn_log.log_dir.broker_config import topic_key_sources
 from txn_log.topic_config import TopicConfig, config_value_text, validate_topic_name
+from txn_wire import broker_configs
 from txn_wire.acl import Operation
 from txn_wire.broker import BROKER_ID, UNKNOWN_TOPIC_OR_PARTITION, Broker, error_code
 from txn_wire.codec import Plain, Request
@@ -74,7 +79,6 @@ INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-DYNAMIC_TOPIC_CONFIG = 1
 DEFAULT_CONFIG = 5
 _CONFIG_TYPES = {bool: 1, str: 2, int: 5, float: 6}  # Kafka's ConfigType: BOOLEAN .. DOUBLE
 _NIL = uuid.UUID(int=0)  # no topic id: a topic named by its name
@@ -124,6 +128,9 @@ def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) 
                 f"number of partitions must be at least 1, got {partitions}"
             )
         config = TopicConfig.from_mapping(configs)
+        defaults = broker.log.broker_configs.current().topic_defaults(name)
+        taken = {key: value for key, (value, _) in defaults.items() if key not in configs}
+        config = TopicConfig.from_mapping({**config.to_mapping(), **taken})
         if name in broker.log.topics(include_internal=True):
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         if not validate_only:
@@ -137,7 +144,8 @@ def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) 
         "num_partitions": partitions,
         "replication_factor": 1,
         "configs": [
-            _config_entry(key, entry) for key, entry in _values(config, frozenset(configs)).items()
+            _config_entry(key, entry)
+            for key, entry in _values(broker, name, config, frozenset(configs)).items()
         ],
     }
 
@@ -267,19 +275,26 @@ def _refused(result: Plain, code: int, message: str) -> Plain:
     return {**result, "error_code": code, "error_message": message}
 
 
-def _values(config: TopicConfig, overrides: frozenset[str]) -> dict[str, tuple[Any, bool]]:
-    """Kafka-named keys → (value, whether the topic overrides it)."""
-    return {key: (value, key in overrides) for key, value in config.to_mapping().items()}
+def _values(
+    broker: Broker, topic: str, config: TopicConfig, overrides: frozenset[str]
+) -> dict[str, tuple[Any, int]]:
+    """Kafka-named keys → (value, its ConfigSource id): the topic's own (DYNAMIC_TOPIC_CONFIG),
+    a dynamic broker default's (``broker_configs``), or Kafka's default."""
+    sources = topic_key_sources(topic, overrides, broker.log.broker_configs.current())
+    return {
+        key: (value, broker_configs.SOURCES[sources(key)])
+        for key, value in config.to_mapping().items()
+    }
 
 
-def _config_entry(key: str, entry: tuple[Any, bool]) -> Plain:
-    value, dynamic = entry
+def _config_entry(key: str, entry: tuple[Any, int]) -> Plain:
+    value, source = entry
     return {
         "name": key,
         "value": config_value_text(value),
         "read_only": False,
-        "config_source": DYNAMIC_TOPIC_CONFIG if dynamic else DEFAULT_CONFIG,
-        "is_default": not dynamic,
+        "config_source": source,
+        "is_default": source == DEFAULT_CONFIG,
         "is_sensitive": False,
         "synonyms": [],
         "config_type": _CONFIG_TYPES.get(type(value), 0),
@@ -288,14 +303,17 @@ def _config_entry(key: str, entry: tuple[Any, bool]) -> Plain:
 
 
 def handle_describe_configs(broker: Broker, request: Request) -> Plain:
-    return {"results": [_describe(broker, r) for r in request.body.get("resources") or []]}
+    synonyms = bool(request.body.get("include_synonyms"))
+    docs = bool(request.body.get("include_documentation"))
+    resources = request.body.get("resources") or []
+    return {"results": [_describe(broker, r, synonyms, docs) for r in resources]}
 
 
-def _describe(broker: Broker, resource: Plain) -> Plain:
+def _describe(broker: Broker, resource: Plain, synonyms: bool, docs: bool) -> Plain:
     kind, name = resource["resource_type"], resource["resource_name"]
     result = {"resource_type": kind, "resource_name": name, "configs": []}
     if kind == BROKER_RESOURCE:
-        return {**result, "error_code": 0, "error_message": None}
+        return broker_configs.describe(broker, resource, synonyms=synonyms, documentation=docs)
     if kind != TOPIC_RESOURCE:
         return _refused(result, INVALID_REQUEST, f"resource type {kind} is not served")
     try:
@@ -304,7 +322,7 @@ def _describe(broker: Broker, resource: Plain) -> Plain:
     except TxnLogError as error:
         return _refused(result, error_code(error, DESCRIBE_CONFIGS), str(error))
     keys = resource.get("configuration_keys")
-    values = _values(config, overrides)
+    values = _values(broker, name, config, overrides)
     chosen = values if keys is None else {k: values[k] for k in keys if k in values}
     return {
         **result,

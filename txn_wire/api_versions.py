@@ -59,6 +59,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    47: (0, 0),  # OffsetDelete (Kafka has v0 only)
     50: (0, 0),  # DescribeUserScramCredentials (KIP-554; on every listener, as in Kafka)
     51: (0, 0),  # AlterUserScramCredentials
 }

@@ -43,6 +43,7 @@ DeleteTopics           Delete on the cluster, or Delete on each topic;  29, that
 CreatePartitions       Alter on each topic (a name given twice is       29, that topic
                        INVALID_REQUEST first, as Kafka answers it)
 DeleteGroups           Delete on each group                             30, that group
+OffsetDelete           Delete on the group; Read on each topic          30 alone; 29 the topic
 AlterConfigs,          AlterConfigs on each topic; on the cluster for   29 the topic; 31
 IncrementalAlter-      a broker resource (what Kafka's broker refuses   the broker
 Configs                as INVALID_REQUEST first is answered so:
@@ -460,6 +461,7 @@ RULES: dict[int, Callable[[Check], Guard]] = {
     37: _create_partitions,
     42: groups.delete_groups,
     44: alter_configs,
+    47: groups.offset_delete,
     50: describe_user_scram_credentials,
     51: alter_user_scram_credentials,
 }

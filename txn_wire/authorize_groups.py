@@ -3,8 +3,8 @@ TxnOffsetCommit need Read on the group (and Write on the transactional id, C-31)
 each topic; OffsetFetch Describe on the group and each topic; JoinGroup, SyncGroup, Heartbeat
 and LeaveGroup Read on the group; DescribeGroups Describe on each group; ListGroups lists the
 groups the principal may describe (all with Describe on the cluster); FindCoordinator needs
-Describe on the group or transactional id; DeleteGroups Delete on each group. The table is
-in ``authorize``. Thread-safe.
+Describe on the group or transactional id; DeleteGroups Delete on each group; OffsetDelete
+Delete on the group and Read on each topic. The table is in ``authorize``. Thread-safe.
 """
 
 from __future__ import annotations
@@ -195,3 +195,36 @@ def find_coordinator(check: Check) -> Guard:
         return None if answer is None else {"coordinators": answer["coordinators"] + refused}
 
     return check.narrowed(merge, coordinator_keys=allowed)
+
+
+def offset_delete(check: Check) -> Guard:
+    """OffsetDelete (Kafka's ``handleOffsetDeleteRequest``): Delete on the group, else the
+    whole answer is GROUP_AUTHORIZATION_FAILED (30) with no topics; Read on each topic, else
+    its partitions are TOPIC_AUTHORIZATION_FAILED (29). The handler runs even when no topic is
+    left (Kafka asks the coordinator with none: an unknown group is still GROUP_ID_NOT_FOUND),
+    and a group error of its answer drops the refused topics, as Kafka's error response has
+    none."""
+    if not check.allows(_GROUP, check.body["group_id"], _DELETE):
+        return check.refuse({"error_code": GROUP_AUTHORIZATION_FAILED, "topics": []})
+    topics = check.body["topics"]
+    allowed = [t for t in topics if check.allows(ResourceType.TOPIC, t["name"], _READ)]
+    if len(allowed) == len(topics):
+        return Guard(check.request)
+    refused = [
+        {
+            "name": t["name"],
+            "partitions": [
+                {"partition_index": p["partition_index"], "error_code": TOPIC_AUTHORIZATION_FAILED}
+                for p in t["partitions"]
+            ],
+        }
+        for t in topics
+        if t not in allowed
+    ]
+
+    def merge(answer: Plain | None) -> Plain | None:
+        if answer is None or answer["error_code"]:
+            return answer
+        return {**answer, "topics": answer["topics"] + refused}
+
+    return check.narrowed(merge, topics=allowed)

@@ -11,6 +11,9 @@ are removed). A member that sends no heartbeat within its session timeout is rem
 group rebalances. Errors are Kafka's: UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION (22),
 REBALANCE_IN_PROGRESS (27), MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id),
 INVALID_SESSION_TIMEOUT (26: a session timeout outside group.min/max.session.timeout.ms).
+Each new generation records what its members subscribe to (``Group.subscribed_topics``, read
+from their metadata by ``consumer_protocol``, as Kafka's ``computeSubscribedTopics``), which
+OffsetDelete consults (``offset_delete``).
 
 Static members (KIP-345, JoinGroup v5+): a member joining with a ``group.instance.id`` keeps
 its place across restarts. Rejoining with no member id, it gets a new one in place of the old
@@ -53,6 +56,7 @@ from txn_wire.broker import (
     DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
 )
 from txn_wire.codec import Plain, Request
+from txn_wire.consumer_protocol import subscribed_topics
 
 NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -106,6 +110,9 @@ class Group:
     initial_delay: bool = False  # the first join round of an empty group is held open
     new_member_added: bool = False  # a member joined since the initial delay last ran out
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    subscribed_topics: frozenset[str] | None = None
+    """What the members subscribe to, as of the current generation (None: unknown, which
+    OffsetDelete counts as every topic of a consumer group: ``consumer_protocol``)."""
 
     def is_fenced(self, instance_id: str | None, member_id: str) -> bool:
         """Whether ``instance_id`` now belongs to another member than ``member_id``."""
@@ -326,6 +333,11 @@ class GroupCoordinator:
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.protocol_name = _common_protocol(group)
+        group.subscribed_topics = subscribed_topics(
+            group.protocol_type,
+            group.protocol_name,
+            [dict(m.protocols).get(group.protocol_name, b"") for m in group.members.values()],
+        )
         everyone = [
             {"member_id": m.member_id, "metadata": dict(m.protocols).get(group.protocol_name, b"")}
             for m in group.members.values()
@@ -350,6 +362,7 @@ class GroupCoordinator:
         group.state = GroupState.EMPTY
         group.leader = None
         group.protocol_name = None
+        group.subscribed_topics = subscribed_topics(group.protocol_type, None, [])
         group.generation_id += 1
 
     # --- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------------------

@@ -84,6 +84,7 @@ from txn_wire.group_membership import LoopMembership
 from txn_wire.list_offsets import handle_list_offsets
 from txn_wire.listeners import Listener, SecurityProtocol
 from txn_wire.metadata import Address, handle_find_coordinator, handle_metadata
+from txn_wire.offset_delete import handle_offset_delete
 from txn_wire.produce import handle_produce
 from txn_wire.scram_users import ScramCredentialStore
 from txn_wire.transactions import (
@@ -213,6 +214,10 @@ async def _leave_group(server: WireServer, request: Request, address: Address) -
     return server.groups.leave_group(request)
 
 
+async def _offset_delete(server: WireServer, request: Request, address: Address) -> Plain:
+    return await handle_offset_delete(server.broker, server.groups, request)
+
+
 async def _describe_groups(server: WireServer, request: Request, address: Address) -> Plain:
     with_offsets = await asyncio.to_thread(_groups_with_offsets, server.broker)
     return server.groups.describe_groups(request, with_offsets)
@@ -259,6 +264,7 @@ HANDLERS: dict[int, Handler] = {
     37: _blocking(handle_create_partitions),
     42: _blocking(handle_delete_groups),
     44: _blocking(handle_incremental_alter_configs),
+    47: _offset_delete,
     50: _on_credentials(handle_describe_user_scram_credentials),
     51: _on_credentials(handle_alter_user_scram_credentials),
 }

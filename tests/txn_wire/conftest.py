@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_wire.serve_process import ServeProcess, serving
 from txn_log.log import Log
 
 
@@ -19,8 +19,10 @@ def log_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(log_dir: Path) -> Iterator[ServeProcess]:
-    served = start_serve(log_dir)
-    try:
-        yield served
-    finally:
-        served.stop()
+    yield from serving(log_dir)
+
+
+@pytest.fixture
+def quick_server(log_dir: Path) -> Iterator[ServeProcess]:
+    """A server whose first join round closes at once (no initial rebalance delay)."""
+    yield from serving(log_dir, "--group-initial-rebalance-delay-ms", "0")

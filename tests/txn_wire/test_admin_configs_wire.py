@@ -148,6 +148,41 @@ def test_alter_configs_replaces_the_config_and_validate_only_writes_nothing(
     assert shown["retention.ms"][1] == ConfigSource.DEFAULT_CONFIG  # not given: back to default
 
 
+def test_flush_keys_are_taken_validated_and_described_as_librdkafkas_0081_sets_them(
+    server: ServeProcess, log_dir: Path
+) -> None:
+    """librdkafka's 0081 sets ``flush.ms`` beside ``compression.type``: taken (LONG, at least
+    0; ``flush.messages`` at least 1), reported as set, and refused out of range naming the
+    key. The engine syncs every append acknowledged as durable, and the others by these bounds
+    (``storage.flush_policy``)."""
+    client = admin(server)
+    legacy = ConfigResource(
+        ResourceType.TOPIC,
+        "orders",
+        set_config={"compression.type": "gzip", "flush.ms": "12345678"},
+    )
+    assert codes(client.alter_configs([legacy])) == {"orders": 0}
+    more = incremental("orders", ("flush.messages", "10000", AlterConfigOpType.SET))
+    assert codes(client.incremental_alter_configs([more])) == {"orders": 0}
+    shown = described(client, "orders")
+    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert shown["flush.ms"] == ("12345678", dynamic)
+    assert shown["flush.messages"] == ("10000", dynamic)
+    before = directory_bytes(log_dir, content_only=True)
+    for key, value in (("flush.ms", "-1"), ("flush.messages", "0")):
+        bad = incremental("orders", (key, value, AlterConfigOpType.SET))
+        [(code, message)] = outcomes(client.incremental_alter_configs([bad])).values()
+        assert code == INVALID_CONFIG and f"for topic config '{key}'; the minimum" in message
+    assert directory_bytes(log_dir, content_only=True) == before
+    with Log.open(log_dir, read_only=True) as log:
+        config = log.topic_config("orders")
+    assert (config.flush_ms, config.flush_messages, config.compression_type) == (
+        12345678,
+        10000,
+        "gzip",
+    )
+
+
 def test_bad_values_unknown_keys_and_unknown_topics_get_kafkas_codes_and_change_nothing(
     server: ServeProcess, log_dir: Path
 ) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
-from tests.txn_wire.serve_process import ServeProcess, start_serve
+from tests.txn_wire.conftest import serving
+from tests.txn_wire.serve_process import ServeProcess
 from tests.txn_wire.wire_clients import WAIT_S, confluent_producer, produce_all
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
@@ -118,11 +119,7 @@ while True:
 @pytest.fixture
 def quick_sessions(log_dir: Path) -> Iterator[ServeProcess]:
     """A server that lets members ask for 2 s sessions (Kafka's floor is 6 s)."""
-    served = start_serve(log_dir, "--group-min-session-timeout-ms", "1000")
-    try:
-        yield served
-    finally:
-        served.stop()
+    yield from serving(log_dir, "--group-min-session-timeout-ms", "1000")
 
 
 def test_a_killed_member_times_out_and_its_partitions_move(quick_sessions: ServeProcess) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,6 @@ from txn_log.topic_partition import TopicPartition
 DELETE_GROUPS, JOIN_GROUP = 42, 11
 COORDINATOR_LOAD_IN_PROGRESS, MEMBER_ID_REQUIRED, GROUP_AUTHORIZATION_FAILED = 14, 79, 30
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
-
-
-@pytest.fixture
-def quick_server(log_dir: Path) -> Iterator[ServeProcess]:
-    """A server whose first join round closes at once (no initial rebalance delay)."""
-    served = start_serve(log_dir, "--group-initial-rebalance-delay-ms", "0")
-    try:
-        yield served
-    finally:
-        served.stop()
 
 
 def commit(log_dir: Path, group: str, offsets: dict[TopicPartition, int]) -> None:

@@ -4,6 +4,8 @@
     txnlog configs LOG --alter --entity-type topics --entity-name T \\
         [--add-config k=v,k2=[a,b]] [--delete-config k,k2] \\
         [--append-config cleanup.policy=compact] [--subtract-config ...] [--dry-run]
+    txnlog configs LOG --describe|--alter --entity-type brokers [--entity-name 0 |
+        --entity-default] ...
 
 ``--alter`` is Kafka's IncrementalAlterConfigs, as kafka-configs sends it: ``--add-config``
 SETs keys, ``--delete-config`` returns them to their defaults, and (beyond kafka-configs)
@@ -13,8 +15,13 @@ AdminClient (``Log.incremental_alter_topic_config``): everything is checked befo
 written, and every process with the log open applies the change at its next operation on the
 topic. ``--dry-run`` checks and shows the result, writing nothing (Kafka's validate_only).
 ``--describe`` shows the keys set on a topic (Kafka's dynamic topic configs), or with ``--all``
-every key and where its value comes from. Only topics have configs here: other entity types
-are refused (``txnlog serve``'s settings are its command line).
+every key and where its value comes from.
+
+``--entity-type brokers`` reaches the log's dynamic broker configs (``broker_config``, the
+ones an AdminClient alters through ``txnlog serve``): ``--entity-name 0`` (every server of the
+log is broker 0; the default) or ``--entity-default`` (the cluster-wide default), through the
+engine's one operation (``Log.broker_configs.alter``, the one the server runs). Other entity
+types are refused (``txnlog serve``'s other settings are its command line).
 """
 
 from __future__ import annotations
@@ -22,31 +29,38 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from txn_log.cli import broker_configs as broker_configs_cli
 from txn_log.cli.common import EXIT_OK, UsageError, emit_json, open_log
 from txn_log.log import Log
 from txn_log.log_dir.alter_configs import AlterConfigOp, OpType
+from txn_log.log_dir.broker_config import topic_key_sources
 from txn_log.topic_config import KEYS, TopicConfig, config_value_text
-
-DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
-DEFAULT_CONFIG = "DEFAULT_CONFIG"
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "configs",
-        help="describe or alter a topic's config (--alter modifies the log)",
+        help="describe or alter a topic's or the brokers' config (--alter modifies the log)",
         description=(
-            "kafka-configs for a txnlog directory: --describe shows a topic's configs, --alter "
-            "changes them (Kafka's IncrementalAlterConfigs, as txnlog serve runs it); every "
-            "process with the log open applies a change at its next operation on the topic."
+            "kafka-configs for a txnlog directory: --describe shows a topic's configs (or the "
+            "log's dynamic broker configs), --alter changes them (Kafka's "
+            "IncrementalAlterConfigs, as txnlog serve runs it); every process with the log "
+            "open applies a change at its next operation on the topic."
         ),
     )
     parser.add_argument("path")
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--describe", action="store_true", help="show topic configs")
-    mode.add_argument("--alter", action="store_true", help="change a topic's config")
-    parser.add_argument("--entity-type", default="topics", help="only 'topics' (the default)")
-    parser.add_argument("--entity-name", "--topic", dest="entity_name", metavar="TOPIC")
+    mode.add_argument("--describe", action="store_true", help="show configs")
+    mode.add_argument("--alter", action="store_true", help="change configs")
+    parser.add_argument(
+        "--entity-type", default="topics", help="'topics' (the default) or 'brokers'"
+    )
+    parser.add_argument(
+        "--entity-name", "--topic", dest="entity_name", metavar="NAME", help="a topic, or broker 0"
+    )
+    parser.add_argument(
+        "--entity-default", action="store_true", help="brokers: the cluster-wide default"
+    )
     for flag, what in (
         ("--add-config", "set keys: k=v,k2=v2 (a list value in brackets: k=[a,b])"),
         ("--delete-config", "return keys to their defaults: k,k2"),
@@ -63,16 +77,20 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.entity_type not in ("topics", "topic"):
+    if args.entity_type not in ("topics", "topic", "brokers", "broker"):
         raise UsageError(
-            f"--entity-type {args.entity_type!r}: only topics have configs in a txnlog "
-            "directory (txnlog serve takes its broker settings from its command line)"
+            f"--entity-type {args.entity_type!r}: only topics and brokers have configs in a "
+            "txnlog directory (txnlog serve takes its other settings from its command line)"
         )
+    alterations = args.add_config + args.delete_config + args.append_config + args.subtract_config
+    if alterations and not args.alter:
+        raise UsageError("--add-config, --delete-config and the like go with --alter")
+    if args.entity_type.startswith("broker"):
+        return broker_configs_cli.run(args, parse_alterations)
+    if args.entity_default:
+        raise UsageError("--entity-default goes with --entity-type brokers")
     if args.alter:
         return run_alter(args)
-    alterations = args.add_config + args.delete_config + args.append_config + args.subtract_config
-    if alterations:
-        raise UsageError("--add-config, --delete-config and the like go with --alter")
     return run_describe(args)
 
 
@@ -151,16 +169,15 @@ def describe(
     log: Log, topic: str, config: TopicConfig, *, only: set[str] | None = None
 ) -> dict[str, Any]:
     """One topic's ``config`` as ``--describe`` shows it: the keys in ``only`` (None: those the
-    topic overrides; ``KEYS``: every one), each with its value and where it comes from."""
+    topic overrides; ``KEYS``: every one), each with its value and where it comes from (the
+    topic, a dynamic broker default, or Kafka's default)."""
     overrides = log.topic_config_overrides(topic)
+    source = topic_key_sources(topic, overrides, log.broker_configs.current())
     shown = overrides if only is None else only
     return {
         "topic": topic,
         "configs": {
-            key: {
-                "value": config_value_text(value),
-                "source": DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG,
-            }
+            key: {"value": config_value_text(value), "source": source(key)}
             for key, value in sorted(config.to_mapping().items())
             if key in shown
         },

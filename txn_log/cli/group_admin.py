@@ -1,9 +1,13 @@
-"""``txnlog groups reset-offsets|delete`` (kafka-consumer-groups --reset-offsets / --delete).
+"""``txnlog groups reset-offsets|delete|delete-offsets`` (kafka-consumer-groups --reset-offsets,
+--delete and --delete-offsets).
 
-Both act only on an inactive group, as Kafka's do: a group whose members are connected to a
-``txnlog serve`` process (the only place membership exists) is refused, GroupNotEmptyError in
-Kafka's words. The engine holds the group inactive for the whole check-and-write
-(``GroupOffsetStore.reset_offsets`` / ``delete_group``, through ``group_activity``), so a
+All three act only on an inactive group, as Kafka's first two do: a group whose members are
+connected to a ``txnlog serve`` process (the only place membership exists) is refused,
+GroupNotEmptyError in Kafka's words (Kafka's ``--delete-offsets`` asks the broker, which knows
+its members' subscriptions and refuses only their topics; a process beside the server cannot
+see them, so it refuses the group: an AdminClient through the server gets Kafka's answer). The
+engine holds the group inactive for the whole check-and-write (``GroupOffsetStore.
+reset_offsets`` / ``delete_group`` / ``delete_offsets``, through ``group_activity``), so a
 consumer joining meanwhile waits for the command, never the other way round, and writes go
 through the group offset store's one append path, under the same partition lock as every
 commit (DESIGN §3).
@@ -11,7 +15,10 @@ commit (DESIGN §3).
 ``reset-offsets`` prints the plan (GROUP TOPIC PARTITION NEW_OFFSET) and writes nothing unless
 given ``--execute`` (``--dry-run`` is the default); targets outside the log are clamped to
 ``[log start, log end]`` with a warning on stderr (``reset_plan``). ``delete`` writes one
-tombstone per committed offset of the group into ``__consumer_offsets``, as Kafka does.
+tombstone per committed offset of the group into ``__consumer_offsets``, as Kafka does;
+``delete-offsets`` one per committed offset of the partitions named (``--topic T[:P,...]``),
+the engine's OffsetDelete (``GroupOffsetStore.delete_offsets``), which ``txnlog serve``
+answers too.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from txn_log.topic_partition import TopicPartition
 
 
 def add_actions(actions: Any) -> None:
-    """Add ``reset-offsets`` and ``delete`` to ``txnlog groups``."""
+    """Add ``reset-offsets``, ``delete`` and ``delete-offsets`` to ``txnlog groups``."""
     reset = actions.add_parser(
         "reset-offsets",
         help="move a group's committed offsets (dry run unless --execute; modifies the log)",
@@ -85,6 +92,22 @@ def add_actions(actions: Any) -> None:
     delete.add_argument("path")
     delete.add_argument("--group", action="append", required=True, help="repeatable")
     delete.set_defaults(run=run_delete)
+
+    offsets = actions.add_parser(
+        "delete-offsets",
+        help="delete an inactive group's committed offsets of some partitions (modifies the log)",
+    )
+    offsets.add_argument("path")
+    offsets.add_argument("--group", required=True)
+    offsets.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (topic:0,2); repeatable",
+    )
+    offsets.add_argument("--json", action="store_true")
+    offsets.set_defaults(run=run_delete_offsets)
 
 
 class _ScenarioWithValue(argparse.Action):
@@ -215,4 +238,39 @@ def run_delete(args: argparse.Namespace) -> int:
         for line in failed:
             print(line, file=sys.stderr)
         return EXIT_FAILED
+    return EXIT_OK
+
+
+def run_delete_offsets(args: argparse.Namespace) -> int:
+    """kafka-consumer-groups --delete-offsets: the engine's ``delete_offsets``, holding the group
+    inactive (a group with members anywhere is refused: this process cannot see what they
+    subscribe to; an AdminClient through ``txnlog serve`` can). Every partition named is
+    answered Successful, as Kafka's tool prints it, whether it had an offset or not."""
+    log = open_log(args.path, writable=True)
+    try:
+        partitions = selected_partitions(log, args.topic, {})
+        deleted = set(log.group_offsets.delete_offsets(args.group, partitions))
+    except (GroupNotEmptyError, GroupIdNotFoundError) as error:
+        print(
+            f"Error: deleting offsets of group {args.group!r} failed: "
+            f"{type(error).__name__}: {error}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    finally:
+        log.close()
+    rows = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "status": "Successful",
+            "had_offset": tp in deleted,
+        }
+        for tp in sorted(set(partitions))
+    ]
+    if args.json:
+        emit_json({"group": args.group, "offsets": rows})
+        return EXIT_OK
+    print(f"Request succeeded for deleting offsets from group {args.group}.")
+    emit_table(rows, ["topic", "partition", "status"])
     return EXIT_OK

@@ -16,12 +16,19 @@ through the file system, where every peer of the directory can see it (DESIGN §
   (``GroupActivity.inactive``) and keeps it for its whole check-and-write: it fails
   (``GroupNotEmptyError``) while any process holds members, and while it holds the lock no
   member can join, so a reset cannot race a joining consumer: either the join came first
-  (the tool refuses) or the tool did (the join is refused until the tool is done).
+  (the tool refuses) or the tool did (the join is refused until the tool is done);
+- tools queue behind each other on a second file, the group's *editor lock*
+  (``<sha256>.edit.lock``, exclusive, waited for), taken before the member lock: two tools on
+  one group (``txnlog groups delete-offsets`` beside a server deleting offsets for an
+  AdminClient) take turns, and a tool's exclusive member lock is never mistaken by another
+  for members. A probe (``is_active``) queues on it too when the file exists.
 
 The kernel drops a flock when its process dies (SIGKILL included), so a crashed server never
 leaves a group looking active. Lock files are never deleted (deleting a flock's file races
-with a process about to lock it); they are empty, one per group that ever had members.
-Neither side ever waits, so these locks take no place in the lock order of DESIGN §3.
+with a process about to lock it); they are empty, one per group that ever had members or a
+tool. The member lock is never waited for; the editor lock is, only by tools, which hold it
+for one check-and-write and take nothing but the offsets partition's lock under it (lock
+order, DESIGN §3: group editor lock → partition lock).
 
 Thread-safe: a mutex guards the held descriptors.
 """
@@ -43,10 +50,14 @@ from txn_log.storage.durable_file import make_directory
 MEMBERS_DIR = "group-members"
 
 
-def lock_path(log_path: Path, group_id: str) -> Path:
-    """The lock file of ``group_id`` in the log at ``log_path``."""
+def lock_path(log_path: Path, group_id: str, suffix: str = ".lock") -> Path:
+    """The lock file of ``group_id`` in the log at ``log_path`` (``EDIT_SUFFIX``: its editor
+    lock)."""
     digest = hashlib.sha256(group_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return log_path / MEMBERS_DIR / f"{digest}.lock"
+    return log_path / MEMBERS_DIR / f"{digest}{suffix}"
+
+
+EDIT_SUFFIX = ".edit.lock"
 
 
 class GroupActivity:
@@ -96,10 +107,28 @@ class GroupActivity:
     @contextlib.contextmanager
     def inactive(self, group_id: str, *, create: bool = True) -> Iterator[None]:
         """Hold ``group_id`` inactive for the ``with`` block: no process has members of it,
-        and none can get one until the block ends. GroupNotEmptyError (Kafka's 68) at once,
-        without waiting, if one has. ``create`` False: a group that never had members has no
-        lock file, and a read-only caller need not make one (nobody can join meanwhile only
+        and none can get one until the block ends. Waits for its turn among the tools (the
+        editor lock), then GroupNotEmptyError (Kafka's 68) at once, without waiting, if a
+        process has members. ``create`` False: a group that never had members or a tool has no
+        lock files, and a read-only caller need not make them (nobody can join meanwhile only
         if the file exists; a probe does not need that)."""
+        try:
+            editing = _open(lock_path(self._path, group_id, EDIT_SUFFIX), create=create)
+        except FileNotFoundError:
+            editing = None  # no tool ever edited the group
+        try:
+            if editing is not None:
+                fcntl.flock(editing, fcntl.LOCK_EX)  # our turn among the tools
+            with self._member_lock_exclusive(group_id, create=create):
+                yield
+        finally:
+            if editing is not None:
+                os.close(editing)
+
+    @contextlib.contextmanager
+    def _member_lock_exclusive(self, group_id: str, *, create: bool) -> Iterator[None]:
+        """The member lock, exclusive and not waited for; GroupNotEmptyError if a process
+        holds members."""
         path = lock_path(self._path, group_id)
         try:
             fd = _open(path, create=create)

@@ -119,6 +119,13 @@ class GroupMetadata:
             ]
         return entries
 
+    def pending_partitions(self, group_id: str) -> set[TopicPartition]:
+        """The partitions for which ``group_id`` has a transactional offset commit waiting for
+        its producer's marker."""
+        return {
+            tp for pending in self._pending.values() for (group, tp) in pending if group == group_id
+        }
+
     @property
     def pending_producer_ids(self) -> frozenset[int]:
         """Producers whose transactional offsets wait for a marker (for tools and tests)."""

@@ -179,20 +179,59 @@ class GroupOffsetStore:
 
         GroupNotEmptyError (68) if the group has members; GroupIdNotFoundError (69) if it has
         no committed offsets, naming the groups that have. A transactional offset commit still
-        pending (its transaction open) is not deleted: its COMMIT marker materializes it
-        afterwards, as in Kafka."""
+        pending (its transaction open) is deleted too, as Kafka deletes it: a tombstone is
+        appended for its partition, and being later in the log it wins over the pending
+        record when the transaction's COMMIT marker materializes that."""
         validate_group_id(group_id)
         with self.activity.inactive(group_id):
-            every = self.groups()
-            offsets = every.get(group_id)
-            if not offsets:
-                raise GroupIdNotFoundError(
-                    f"group {group_id!r} has no committed offsets; groups: "
-                    f"{', '.join(sorted(every)) or '(none)'}"
-                )
-            partitions = sorted(offsets)
-            self._append_tombstones(group_id, partitions)
-            return partitions
+            return self._delete_committed(group_id, None, must_exist=True)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], *, live: bool = False
+    ) -> list[TopicPartition]:
+        """Delete the group's committed offsets of ``partitions`` only (Kafka's OffsetDelete,
+        kafka-consumer-groups --delete-offsets): one batch of tombstones, for those of them
+        that have a committed offset, appended durably as ``delete_group``'s are. A tombstone
+        names its partition, so the group's other offsets, and a commit of another partition
+        appended meanwhile by any process, stay as they are. Returns the partitions whose
+        offsets it deleted, sorted (a partition without one is left alone: nothing is written
+        when none has one). A transactional commit still pending for a named partition is
+        deleted too, as in ``delete_group``.
+
+        By default the group is held inactive for the check and the write
+        (``GroupActivity.inactive``): GroupNotEmptyError (68) at once if a process has members
+        of it, GroupIdNotFoundError (69) if it has no committed offset at all. ``live`` is for
+        the group coordinator that holds the group's members in this process (``txnlog
+        serve``'s): it has decided that no member subscribes to the topics of ``partitions``
+        (Kafka's GROUP_SUBSCRIBED_TO_TOPIC rule) and keeps the group active meanwhile, so the
+        group is not held, and exists whether or not it has offsets."""
+        validate_group_id(group_id)
+        asked = set(partitions)
+        if live:
+            return self._delete_committed(group_id, asked, must_exist=False)
+        with self.activity.inactive(group_id):
+            return self._delete_committed(group_id, asked, must_exist=True)
+
+    def _delete_committed(
+        self, group_id: str, asked: set[TopicPartition] | None, *, must_exist: bool
+    ) -> list[TopicPartition]:
+        """Tombstones for the group's committed and pending offsets of ``asked`` (None: all
+        of them), as Kafka's ``deleteOffsets`` / ``deleteAllOffsets`` write them."""
+        with self._mutex:
+            self._catch_up()
+            every = self._groups.all_committed()
+            held = {tp for (group, tp) in every if group == group_id}
+            held |= self._groups.pending_partitions(group_id)
+        if must_exist and not held:
+            names = sorted({group for group, _ in every})
+            raise GroupIdNotFoundError(
+                f"group {group_id!r} has no committed offsets; groups: "
+                f"{', '.join(names) or '(none)'}"
+            )
+        deleted = sorted(held if asked is None else asked & held)
+        if deleted:
+            self._append_tombstones(group_id, deleted)
+        return deleted
 
     def _append_tombstones(self, group_id: str, partitions: list[TopicPartition]) -> None:
         from txn_log.record.codec import encode_records

@@ -138,7 +138,7 @@ def alter_config(
             continue
         value = str(op.value)
         if op.op_type is not OpType.SET:
-            value = _list_change(op, str(values[op.key]))
+            value = list_change(op, str(values[op.key]))
         values[op.key] = value
         overrides.add(op.key)
     return AlteredConfig(TopicConfig.from_mapping(values), frozenset(overrides))
@@ -189,7 +189,7 @@ def _check_distinct(keys: Iterable[str]) -> None:
         seen.add(key)
 
 
-def _list_change(op: AlterConfigOp, current: str) -> str:
+def list_change(op: AlterConfigOp, current: str) -> str:
     """APPEND or SUBTRACT ``op.value``'s items to or from the list ``current`` (Kafka's
     order: the current items, then the new ones not there yet)."""
     items = [item for item in current.split(",") if item]

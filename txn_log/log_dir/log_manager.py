@@ -43,10 +43,12 @@ from txn_log.fault_points import crash_point
 from txn_log.file_lock import FileLock
 from txn_log.log_dir.alter_configs import (
     AlterConfigOp,
+    AlteredConfig,
     alter_config,
     defaults_for,
     stored_overrides,
 )
+from txn_log.log_dir.broker_config import BrokerConfigStore
 from txn_log.log_dir.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
@@ -119,6 +121,8 @@ class LogManager:
         self._topics: dict[str, dict[str, Any]] = {}
         self._partitions: dict[TopicPartition, PartitionReader] = {}  # writers unless read_only
         self._config_watches: dict[str, TopicConfigWatch] = {}
+        self.broker_configs = BrokerConfigStore(path, read_only=read_only)
+        """The log's dynamic broker configs (``broker_config``), read by every topic's watch."""
         self.producer_ids = ProducerIdManager(path)
         self._housekeeper: Housekeeper | None = None
         self._cleaner_io_rate: float = DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND
@@ -448,7 +452,15 @@ class LogManager:
         with self._mutex:
             watch = self._config_watches.get(topic)
             if watch is None:
-                watch = self._config_watches[topic] = TopicConfigWatch(self._meta_path(topic))
+                path, store = self._meta_path(topic), self.broker_configs
+
+                def defaults() -> dict[str, str]:
+                    taken = store.current().topic_defaults(topic)
+                    return {key: value for key, (value, _) in taken.items()}
+
+                internal = topic in INTERNAL_TOPICS  # never a broker default: not even looked at
+                watch = TopicConfigWatch(path, None if internal else defaults)
+                self._config_watches[topic] = watch
             return watch
 
     def topic_config_overrides(self, topic: str) -> frozenset[str]:
@@ -480,9 +492,10 @@ class LogManager:
         self._check_writable(f"alter_topic_config({name!r})")
         if validate_only:
             document = self._read_topic(name, refresh=True)
-            return alter_config(
+            altered = alter_config(
                 name, document, ops, replace=replace, internal_config=INTERNAL_CONFIG
-            ).config
+            )
+            return self._with_broker_defaults(name, altered)
         with self._lock:
             document = self._read_topic(name, refresh=True)
             altered = alter_config(
@@ -492,7 +505,14 @@ class LogManager:
             write_json_atomically(self._meta_path(name), changed)
             with self._mutex:
                 self._topics[name] = changed
-        return altered.config
+        return self._with_broker_defaults(name, altered)
+
+    def _with_broker_defaults(self, name: str, altered: AlteredConfig) -> TopicConfig:
+        """``altered``'s config as the topic's watch will give it: the dynamic broker
+        defaults over the keys it does not set."""
+        taken = self.broker_configs.current().topic_defaults(name)
+        given = {key: value for key, (value, _) in taken.items() if key not in altered.overrides}
+        return TopicConfig.from_mapping({**altered.config.to_mapping(), **given})
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's id in Kafka's printed form, read afresh (None only on a log opened
@@ -706,4 +726,5 @@ class LogManager:
             self._partitions.clear()
             for watch in self._config_watches.values():
                 watch.close()
+            self.broker_configs.close()
             self._lock.close()

@@ -7,11 +7,11 @@
 Without step 3 a power failure can undo a rename the writer already acted on: a producer-id
 block handed out twice (P-02), a snapshot or topic file silently back to its old contents.
 Every "replace a file" in the engine goes through ``write_durably`` (topic metadata and
-``txnlog.json`` in ``log.py``, the producer-id block file, producer snapshots,
-``partition.metadata``, DeleteRecords' ``log-start-offset-checkpoint``); nothing else renames,
-moves or writes a whole file, which ``tests/test_one_durability_rule.py`` checks by reading the
-code. A directory that must survive is made with ``make_directory`` (mkdir, then fsync its
-parent).
+``txnlog.json`` in ``log.py``, the dynamic broker configs (``broker_config``), the producer-id
+block file, producer snapshots, ``partition.metadata``, DeleteRecords'
+``log-start-offset-checkpoint``); nothing else renames, moves or writes a whole file, which
+``tests/test_one_durability_rule.py`` checks by reading the code. A directory that must survive
+is made with ``make_directory`` (mkdir, then fsync its parent).
 
 Files written in place, without this rule, and why that is safe:
 

@@ -15,6 +15,8 @@ exclusive lock (``_write_locked``: the file lock, then the mutex):
   after it (P-24, X-11, X-20). When another process holds the lock, it is opened as a reader
   opens it and recovered before this process's first write. ``repair`` recovers every segment
   (``txnlog verify --repair``).
+- An append its caller does not sync is synced anyway once the topic's ``flush.messages`` or
+  ``flush.ms`` calls for it (``flush_policy``), checked at each append and housekeeping pass.
 - Retention (``retention``: T-10, B-09) deletes whole closed segments under the lock
   (``run_housekeeping``, ``delete_old_segments``) and closes no descriptor, so readers in the
   middle of one read on.
@@ -47,6 +49,7 @@ from txn_log.record.control import ControlType, encode_control_batch
 from txn_log.storage import delete_records as deleting
 from txn_log.storage import retention
 from txn_log.storage.durable_file import fsync_directory, make_directory
+from txn_log.storage.flush_policy import UnflushedAppends
 from txn_log.storage.log_loader import LoadedLog, LogLoader
 from txn_log.storage.log_segments import open_new_segment
 from txn_log.storage.log_start_checkpoint import read_log_start, write_log_start
@@ -134,6 +137,7 @@ class PartitionLog(PartitionReader):
         self._lock = lock
         self._writing = False  # inside _write_locked (only the lock holder reads or sets it)
         self._needs_recovery = needs_recovery  # opened while another process held the lock
+        self._unflushed = UnflushedAppends()  # appended here, not synced yet (flush.*)
         self.last_recovery: list[str] = list(loaded.recovery)
 
     # --- opening and recovery ------------------------------------------------------------------
@@ -340,11 +344,13 @@ class PartitionLog(PartitionReader):
             )
             self._drop_stale_aborted_txns()
             result = self._write(data)
+            now_ms = self._clock.time_ms()
             if append_info is not None:
                 state.update(append_info)
             state.update_map_end_offset(self._end_offset)
-            if sync:
-                self._segments[-1].flush()
+            self._unflushed.note(result.last_offset - result.base_offset + 1, now_ms)
+            if sync or self._unflushed.due(config, now_ms):  # flush.messages, flush.ms
+                self._sync_active()
             return result
 
     def _prepare_data_batch(
@@ -428,7 +434,7 @@ class PartitionLog(PartitionReader):
             active.drop_torn_tail()
             if active.size == 0:
                 return active
-            active.flush()
+            self._sync_active()
             active.flush_indexes()
             segment = open_new_segment(self.directory, self._end_offset, self.config)
             self._segments.append(segment)
@@ -517,8 +523,9 @@ class PartitionLog(PartitionReader):
             if completed is not None:
                 state.complete_txn(completed)
             state.update_map_end_offset(self._end_offset)
+            self._unflushed.note(1, self._clock.time_ms())
             if sync:
-                self._segments[-1].flush()
+                self._sync_active()
             return MarkerResult(marker_offset, completed)
 
     def _append_aborted_txn(self, entry: AbortedTxn) -> None:
@@ -556,7 +563,13 @@ class PartitionLog(PartitionReader):
     def flush(self) -> None:
         """fdatasync the active segment and its indexes (durability against power loss)."""
         with self._mutex:
-            self._segments[-1].flush()
+            self._sync_active()
+
+    def _sync_active(self) -> None:
+        """fdatasync the active segment; what this process appended without a sync is durable
+        now (``flush_policy``). The caller holds the mutex."""
+        self._segments[-1].flush()
+        self._unflushed.synced()
 
     # --- DeleteRecords -------------------------------------------------------------------------
 
@@ -582,7 +595,7 @@ class PartitionLog(PartitionReader):
             current = self._log_start_now()
             if new_start <= current:
                 return current
-            self._segments[-1].flush()
+            self._sync_active()
             write_log_start(self.directory, new_start)
             crash_point("delete_records.after_checkpoint")
             logger.info(
@@ -606,6 +619,8 @@ class PartitionLog(PartitionReader):
         try:
             with self._write_locked(wait=False):
                 self._catch_up()
+                if self._unflushed.due(self.config, self._clock.time_ms()):  # flush.ms
+                    self._sync_active()
                 deleted = self._delete_old_segments()
                 expired = self.producer_state.remove_expired_producers()
                 if expired or self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS:

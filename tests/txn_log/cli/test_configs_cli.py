@@ -88,7 +88,9 @@ def test_bad_values_entities_and_usage_are_refused_with_exit_2_and_nothing_writt
         (["--append-config", "retention.ms=1"], "because its type is not LIST"),
         (["--add-config", "retention.ms"], "is not KEY=VALUE"),
         ([], "--alter needs --add-config"),
-        (["--entity-type", "brokers", "--add-config", "x=1"], "only topics have configs"),
+        (["--entity-type", "users", "--add-config", "x=1"], "only topics and brokers have"),
+        (["--entity-type", "brokers", "--add-config", "x=1"], "--entity-name 't': every"),
+        (["--entity-default", "--add-config", "x=1"], "--entity-default goes with"),
     ):
         done = txnlog("configs", path, "--alter", "--entity-name", "t", *args)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
@@ -101,3 +103,62 @@ def test_bad_values_entities_and_usage_are_refused_with_exit_2_and_nothing_writt
     )  # fmt: skip
     assert internal.returncode == 2 and "internal to txnlog" in internal.stderr
     assert directory_bytes(path, content_only=True) == before
+
+
+def test_broker_configs_are_described_and_altered_as_kafka_configs_does(tmp_path: Path) -> None:
+    """``--entity-type brokers``: the log's dynamic broker configs, broker 0 or the cluster
+    default (``--entity-default``), the engine's one operation; a refusal names the key and
+    writes nothing; the topic that sets no cleanup.policy shows the broker's, and its source."""
+    path = make_log(tmp_path)
+    done = txnlog(
+        "configs", path, "--alter", "--entity-type", "brokers", "--entity-default",
+        "--add-config", "log.cleanup.policy=[compact,delete],background.threads=4",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Completed updating config for the cluster-wide default.\n"
+    done = txnlog(
+        "configs", path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+        "--add-config", "sasl.kerberos.min.time.before.relogin=58000",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    every = json.loads(
+        txnlog("configs", path, "--describe", "--entity-type", "brokers", "--all", "--json").stdout
+    )
+    assert every == {
+        "broker": "0",
+        "configs": {
+            "background.threads": {"value": "4", "source": "DYNAMIC_DEFAULT_BROKER_CONFIG"},
+            "log.cleanup.policy": {
+                "value": "compact,delete",
+                "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            },
+            "sasl.kerberos.min.time.before.relogin": {
+                "value": "58000",
+                "source": "DYNAMIC_BROKER_CONFIG",
+            },
+        },
+    }
+    topic = txnlog("configs", path, "--describe", "--entity-name", "t", "--all").stdout
+    assert "  cleanup.policy=compact,delete (DYNAMIC_DEFAULT_BROKER_CONFIG)\n" in topic
+    before = directory_bytes(path, content_only=True)
+    for args, message in (
+        (["--entity-default", "--add-config", "sasl.kerberos.min.time.before.relogin=1"],
+         "broker id must be specified"),
+        (["--add-config", "log.retention.ms=1"], "Cannot update these configs dynamically"),
+        (["--add-config", "background.threads=0"], "Value must be at least 1"),
+        (["--entity-name", "3", "--add-config", "background.threads=2"], "broker 0"),
+    ):  # fmt: skip
+        refused = txnlog("configs", path, "--alter", "--entity-type", "brokers", *args)
+        assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
+    dry = txnlog(
+        "configs", path, "--alter", "--entity-type", "brokers", "--delete-config",
+        "sasl.kerberos.min.time.before.relogin", "--dry-run",
+    )  # fmt: skip
+    assert dry.returncode == 0 and "nothing was written" in dry.stdout
+    assert directory_bytes(path, content_only=True) == before
+    shown = txnlog("configs", path, "--describe", "--entity-type", "brokers", "--entity-default")
+    assert shown.stdout == (
+        "Dynamic configs for the cluster-wide default are:\n"
+        "  background.threads=4 (DYNAMIC_DEFAULT_BROKER_CONFIG)\n"
+        "  log.cleanup.policy=compact,delete (DYNAMIC_DEFAULT_BROKER_CONFIG)\n"
+    )

@@ -1,6 +1,6 @@
-"""``txnlog groups reset-offsets`` and ``delete`` (kafka-consumer-groups), run as processes:
-each scenario, clamping to the log's bounds as Kafka does, the dry run that writes nothing,
-and every refusal in one line naming what is wrong and what would be valid."""
+"""``txnlog groups reset-offsets``, ``delete`` and ``delete-offsets`` (kafka-consumer-groups),
+run as processes: each scenario, clamping to the log's bounds as Kafka does, the dry run that
+writes nothing, and every refusal in one line naming what is wrong and what would be valid."""
 
 from __future__ import annotations
 
@@ -139,4 +139,39 @@ def test_delete_refuses_an_unknown_group_naming_the_groups_there_are(log_dir: Pa
     assert directory_bytes(log_dir, content_only=True) == before
     result = txnlog("groups", "delete", log_dir, "--group", "g")
     assert result.returncode == 0 and "'g' was successful" in result.stdout
+    assert committed(log_dir) == {}
+
+
+def test_delete_offsets_deletes_the_partitions_named_and_refuses_what_kafka_refuses(
+    log_dir: Path,
+) -> None:
+    """kafka-consumer-groups --delete-offsets: each partition named is Successful, and only
+    those lose their offsets; an unknown group, topic or partition changes nothing."""
+    with Log.open(log_dir) as log:
+        log.group_offsets.commit("g", {P1: 4})
+    before = directory_bytes(log_dir, content_only=True)
+    for options, code, message in [
+        (["--group", "nope", "--topic", "orders"], 1, "GroupIdNotFoundError: group 'nope'"),
+        (["--group", "g", "--topic", "ghost"], 2, "topic 'ghost' does not exist"),
+        (["--group", "g", "--topic", "orders:7"], 2, "valid partitions are 0..1"),
+    ]:
+        result = txnlog("groups", "delete-offsets", log_dir, *options)
+        assert (result.returncode, message in result.stderr) == (code, True), result
+    assert directory_bytes(log_dir, content_only=True) == before
+    result = txnlog("groups", "delete-offsets", log_dir, "--group", "g", "--topic", "orders:1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "Request succeeded for deleting offsets from group g."
+    assert "orders" in result.stdout and "Successful" in result.stdout
+    assert committed(log_dir) == {P0: 2}
+    result = txnlog(
+        "groups", "delete-offsets", log_dir, "--group", "g", "--topic", "orders", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "group": "g",
+        "offsets": [
+            {"topic": "orders", "partition": 0, "status": "Successful", "had_offset": True},
+            {"topic": "orders", "partition": 1, "status": "Successful", "had_offset": False},
+        ],
+    }
     assert committed(log_dir) == {}

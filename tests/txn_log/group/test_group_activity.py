@@ -1,12 +1,14 @@
 """Which groups have members across processes (``group_activity``): a holder process's shared
 lock makes every tool refuse the group at once, several holders may share it, a SIGKILLed
-holder leaves nothing behind, and a tool holding the group keeps every holder out."""
+holder leaves nothing behind, a tool holding the group keeps every holder out, and tools take
+turns on a group instead of refusing each other."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from txn_log.group.group_activity import GroupActivity
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
+WAIT_S = 30
 HOLDER = (
     "import sys\n"
     "from txn_log.group.group_activity import GroupActivity\n"
@@ -66,3 +69,33 @@ def test_a_tool_holding_the_group_keeps_holders_out(tmp_path: Path) -> None:
     assert server.hold("g") and server.hold("g")  # held: holding again is a no-op
     server.release("g")
     assert not activity.is_active("g")
+
+
+def test_tools_take_turns_and_never_mistake_each_other_for_members(tmp_path: Path) -> None:
+    """A tool holding a group inactive makes a second tool wait for its turn (the editor
+    lock), not refuse as if the group had members; a probe waits likewise."""
+    first, second = GroupActivity(tmp_path), GroupActivity(tmp_path)
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def hold_a_while() -> None:
+        with first.inactive("g"):
+            inside.set()
+            release.wait(WAIT_S)
+            order.append("first done")
+
+    def take_a_turn() -> None:
+        with second.inactive("g"):
+            order.append("second in")
+
+    holder_thread = threading.Thread(target=hold_a_while)
+    holder_thread.start()
+    assert inside.wait(WAIT_S)
+    waiter = threading.Thread(target=take_a_turn)
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and order == []  # waiting for its turn, not refused
+    release.set()
+    holder_thread.join(WAIT_S)
+    waiter.join(WAIT_S)
+    assert order == ["first done", "second in"]
+    assert not second.is_active("g")

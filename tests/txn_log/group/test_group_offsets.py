@@ -2,6 +2,9 @@
 the later append wins when a transaction completes, and bad group ids and metadata refused before
 anything is written (issue 12 items 1 and 13).
 
+OffsetDelete's deletion of some partitions' offsets (``delete_offsets``) writes tombstones for
+those only.
+
 Each check reads twice: through the ``Log`` that watched every step (its cache catches up
 incrementally) and through a fresh ``Log`` over the same directory (what another process or a
 restart sees, replaying from the start).
@@ -16,10 +19,13 @@ import pytest
 from tests.support import directory_bytes
 from txn_log.errors import (
     ConfigError,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
     InvalidGroupIdError,
     OffsetMetadataTooLargeError,
     TxnLogError,
 )
+from txn_log.group.group_activity import GroupActivity
 from txn_log.group.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
 from txn_log.group.group_offsets_format import MAX_GROUP_ID_BYTES, MAX_METADATA_BYTES
 from txn_log.log import Log
@@ -289,3 +295,55 @@ def test_other_int16_strings_over_32767_bytes_are_typed_errors_and_write_nothing
     with pytest.raises(ConfigError, match="ledger key is 40000 bytes"):
         log.coordinator.commit_transactions("s" * 40_000, 0, [ref])
     assert directory_bytes(log.path, content_only=True) == before
+
+
+# --- OffsetDelete: some partitions' offsets deleted ---------------------------------------------
+
+
+def test_delete_offsets_deletes_only_the_partitions_named(log: Log) -> None:
+    """Tombstones for the named partitions that have an offset, none for the others; a group
+    without offsets is GroupIdNotFoundError and a group with members somewhere
+    GroupNotEmptyError, both writing nothing; a fresh process replays the same state."""
+    out = TopicPartition("out", 0)
+    log.group_offsets.commit("G", {IN0: 1, IN1: 2, out: 3})
+    assert log.group_offsets.delete_offsets("G", [IN1, out, TopicPartition("gone", 5)]) == [
+        IN1,
+        out,
+    ]
+    assert seen(log, "G") == (1, 1)
+    assert seen(log, "G", IN1) == seen(log, "G", out) == (None, None)
+    before = directory_bytes(log.path, content_only=True)
+    assert log.group_offsets.delete_offsets("G", [IN1]) == []  # nothing left there: no write
+    with pytest.raises(GroupIdNotFoundError, match="'nowhere' has no committed offsets; groups: G"):
+        log.group_offsets.delete_offsets("nowhere", [IN0])
+    held = GroupActivity(log.path)
+    assert held.hold("G")  # as a server with members of G does
+    with pytest.raises(GroupNotEmptyError):
+        log.group_offsets.delete_offsets("G", [IN0])
+    assert directory_bytes(log.path, content_only=True) == before
+    # the group coordinator holding the members deletes what it decided no member subscribes to
+    assert log.group_offsets.delete_offsets("G", [IN0], live=True) == [IN0]
+    assert log.group_offsets.delete_offsets("members-only", [IN0], live=True) == []
+    held.release_all()
+    assert "G" not in Log.open(log.path).group_offsets.groups()
+
+
+def test_delete_offsets_deletes_a_pending_transactional_commit_as_kafka_does(log: Log) -> None:
+    """Kafka's coordinator deletes a pending transactional offset too (a tombstone for its
+    partition, later in the log than the pending record, which therefore loses when the COMMIT
+    marker materializes it), whether or not the partition also had a committed offset; a
+    transactional commit made after the deletion stands."""
+    log.group_offsets.commit("G", {IN0: 1})
+    producer = txn_offsets(log, "t", "G", 7)
+    producer.send_offsets_to_transaction({IN1: 8}, "G")  # IN1: only a pending offset
+    assert log.group_offsets.delete_offsets("G", [IN0, IN1]) == [IN0, IN1]
+    producer.commit_transaction()
+    assert seen(log, "G") == seen(log, "G", IN1) == (None, None)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({IN0: 9}, "G")
+    producer.commit_transaction()
+    assert seen(log, "G") == (9, 9)
+    pending_only = txn_offsets(log, "u", "H", 4)
+    assert log.group_offsets.delete_group("H") == [IN0]  # H has no committed offset, yet exists
+    pending_only.commit_transaction()
+    assert seen(log, "H") == (None, None)

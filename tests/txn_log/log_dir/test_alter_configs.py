@@ -212,3 +212,30 @@ def test_a_deleted_and_recreated_topic_gets_the_new_files_config(log: Log) -> No
         assert peer.topic_config("t").retention_ms == 60000  # the last one it knew
         log.create_topic("t", 1, {"retention.ms": "5"})
         assert peer.topic_config("t").retention_ms == 5
+
+
+def test_flush_keys_are_kafkas_longs_validated_and_kept(log: Log) -> None:
+    """``flush.ms`` (LONG, at least 0) and ``flush.messages`` (LONG, at least 1), Kafka's
+    defaults Long.MAX_VALUE: taken, stored and reported as set; a value out of range is refused
+    naming the key, nothing written. Every append is fsynced before it is acknowledged, which
+    meets any such bound (``topic_config``)."""
+    assert DEFAULTS.flush_ms == DEFAULTS.flush_messages == 2**63 - 1
+    new = log.incremental_alter_topic_config(
+        "t", [AlterConfigOp("flush.ms", SET, "12345678"), AlterConfigOp("flush.messages", SET, "1")]
+    )
+    assert (new.flush_ms, new.flush_messages) == (12345678, 1)
+    assert {"flush.ms", "flush.messages"} <= log.topic_config_overrides("t")
+    assert Log.open(log.path, read_only=True).topic_config("t").flush_ms == 12345678
+    before = directory_bytes(log.path, content_only=True)
+    for key, value, message in [
+        ("flush.ms", "-1", "invalid value -1 for topic config 'flush.ms'; the minimum is 0"),
+        ("flush.messages", "0", "invalid value 0 for topic config 'flush.messages'; the minimum"),
+        ("flush.ms", "soon", "'flush.ms'; expected an integer"),
+        ("flush.messages", str(2**63), "'flush.messages'; the maximum is 9223372036854775807"),
+    ]:
+        with pytest.raises(InvalidConfigError) as refused:
+            log.incremental_alter_topic_config("t", [AlterConfigOp(key, SET, value)])
+        assert message in str(refused.value)
+    assert directory_bytes(log.path, content_only=True) == before
+    log.create_topic("made", 1, {"flush.ms": "0", "flush.messages": "1"})
+    assert log.topic_config("made").flush_ms == 0

@@ -111,6 +111,27 @@ def test_cleanup_policy_altered_elsewhere_reaches_the_cleaner_and_the_key_rule(
         assert log.topic_config("t").cleanup_policy == "compact,delete"
 
 
+def test_a_cleanup_policy_default_set_elsewhere_compacts_a_topic_without_its_own(
+    log_dir: Path, worker: Worker
+) -> None:
+    """The dynamic broker config ``log.cleanup.policy`` (``broker_config``), set by another
+    process, is the cleanup.policy of ``t``, which sets none: the worker's next append
+    follows the compacted topic's key rule and its next pass compacts; once deleted, the
+    topic is back to Kafka's default, delete."""
+    alter(log_dir, AlterConfigOp("segment.bytes", SET, "1000"))  # every append rolls
+    for _ in range(4):
+        assert worker.append(2000, key="a")["ok"]
+    assert worker.ask(op="housekeeping")["cleaned_records"] == 0
+    with Log.open(log_dir, housekeeping_interval_ms=None) as log:
+        log.broker_configs.alter("", [AlterConfigOp("log.cleanup.policy", SET, "compact")])
+    keyless = worker.append(100, key=None)
+    assert not keyless["ok"] and "without a key" in keyless["error"]
+    assert worker.ask(op="housekeeping")["cleaned_records"] >= 2
+    with Log.open(log_dir, housekeeping_interval_ms=None) as log:
+        log.broker_configs.alter("", [AlterConfigOp("log.cleanup.policy", DELETE)])
+    assert worker.append(100, key=None)["ok"]
+
+
 def test_retention_altered_elsewhere_deletes_in_the_next_pass(
     log_dir: Path, worker: Worker
 ) -> None:
