@@ -139,6 +139,8 @@ class TransactionCoordinator:
         if self._snapshots is None:
             self._snapshots = StateSnapshotDir(plog.directory, SnapshotKind.COORDINATOR)
             self._load_snapshot(self._snapshots, plog)
+        if plog.log_end_offset == self._applied:
+            return  # nothing appended since (the common case: one look at the active segment)
         for header, batch in plog.read(max(self._applied, plog.log_start_offset)):
             for record in iter_records(batch):
                 if record.offset >= self._applied:
