@@ -26,7 +26,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
-from txn_log.coordinator.transactional_append import append_client_batch
+from txn_log.coordinator.transactional_append import (
+    VerifiedTransaction,
+    append_client_batch,
+    verified_transaction_starts,
+)
 from txn_log.errors import RecordTooLargeError, TxnLogError, UnknownTopicOrPartitionError
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.producer.producer_batch import (
@@ -140,12 +144,32 @@ class RecordAccumulator:
         """Append every buffer, then fsync every partition appended to since the last flush
         (``add_written`` included). On an error what is not appended stays buffered, and the
         partitions written stay to be synced by the next flush."""
-        results = []
+        results = self._txn.call(self._drain_transaction_starts)
         for tp in list(self._buffers):
             results.extend(self._txn.call(self.drain, tp))
         flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
         self._written.clear()
         return results
+
+    def _drain_transaction_starts(self) -> list[RecordMetadata]:
+        """Append the first batch of each partition the transaction has not written yet under
+        one hold of the coordinator, which verifies them together (KIP-890, C-16:
+        ``verified_transaction_starts``), instead of one hold per partition; the rest of each
+        buffer follows outside it, as every later batch of a transaction does. Nothing to do
+        for fewer than two such partitions, nor for an idempotent producer."""
+        transactional_id = self._txn.transactional_id
+        starting = [
+            tp for tp, buffer in self._buffers.items()
+            if buffer.count and not self._txn.has_written(tp)
+        ]  # fmt: skip
+        if transactional_id is None or len(starting) < 2:
+            return []
+        self._txn.register_partitions(t for t, b in self._buffers.items() if b.count)
+        txn = self._txn
+        with verified_transaction_starts(
+            self._coordinator, transactional_id, txn.producer_id, txn.producer_epoch, starting
+        ) as verified:
+            return [result for tp in starting for result in self.drain(tp, verified)]
 
     def add_written(self, tp: TopicPartition) -> None:
         """``tp`` was appended to outside the buffers (a transactional offset commit): the next
@@ -156,10 +180,13 @@ class RecordAccumulator:
         """A new producer id or epoch: every partition's sequence starts again at 0 (P-10)."""
         self._sequences.clear()
 
-    def drain(self, tp: TopicPartition) -> list[RecordMetadata]:
+    def drain(
+        self, tp: TopicPartition, verified: VerifiedTransaction | None = None
+    ) -> list[RecordMetadata]:
         """Append ``tp``'s buffered records, oldest first, in batches within the partition's
         max.message.bytes (F-09). Records leave the buffer only once their batch is appended,
-        so a failed append loses none (STYLE 3).
+        so a failed append loses none (STYLE 3). With ``verified`` (the coordinator held for the
+        transaction's start in ``tp``) only the first batch is appended.
 
         A batch that compression grew past the limit is split and the parts appended in order,
         each with the next sequence (P-08, P-09), as Kafka's producer splits and re-enqueues a
@@ -173,11 +200,13 @@ class RecordAccumulator:
             return []
         before = buffer.size
         try:
-            return self._drain_buffer(tp, buffer)
+            return self._drain_buffer(tp, buffer, verified)
         finally:
             self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
 
-    def _drain_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> list[RecordMetadata]:
+    def _drain_buffer(
+        self, tp: TopicPartition, buffer: ProducerBuffer, verified: VerifiedTransaction | None
+    ) -> list[RecordMetadata]:
         self._txn.ensure_producer_id()
         if self._txn.transactional_id is not None:
             self._txn.register_partitions(t for t, b in self._buffers.items() if b.count)
@@ -200,14 +229,21 @@ class RecordAccumulator:
                 count = split_count(count, len(batch), limit)
                 continue
             result = append_client_batch(
-                self._coordinator, plog, batch, transactional_id=self._txn.transactional_id
+                self._coordinator,
+                plog,
+                batch,
+                transactional_id=self._txn.transactional_id,
+                verified=verified,
             )
             self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
             self._written.add(tp)
             buffer.remove_head(count)
             results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
             self._txn.record_append(tp, count)
-        del self._buffers[tp]
+            if verified is not None:
+                break
+        if not buffer.count:
+            del self._buffers[tp]
         return results
 
     def _partition_log_for_drain(self, tp: TopicPartition, buffer: ProducerBuffer) -> PartitionLog:

@@ -235,6 +235,10 @@ class TransactionManager:
             done = self._writes.get(tp, PartitionWrites(0, 0))
             self._writes[tp] = PartitionWrites(done.records + records, done.batches + 1)
 
+    def has_written(self, tp: TopicPartition) -> bool:
+        """Whether the current transaction appended to ``tp`` already."""
+        return tp in self._writes
+
     def writes(self) -> dict[TopicPartition, PartitionWrites]:
         """Records and batches appended per partition in the current transaction, sorted."""
         return dict(sorted(self._writes.items()))
