@@ -183,10 +183,10 @@ class PartitionReader:
                 return
             segment = open_existing_segment(self.directory, self._end_offset, self.config)
             if segment is None:
-                gone = not active.log_path.exists()
-                if (gone or active.is_replaced()) and self._resume_in_merged():
+                status = active.log_name_status()
+                if status != "mine" and self._resume_in_merged():
                     continue
-                if gone:
+                if status == "gone":
                     self._skip_deleted_segments()
                 return
             self._segments.append(segment)
