@@ -306,20 +306,38 @@ class TransactionCoordinator:
         an internal topic (InvalidTopicError, C-03): its abort would write a marker into the
         state log, which every process must decode.
         """
+        partitions = self._addable(partitions)
+        with self._locked() as state:
+            current = self._metadata(state, transactional_id, producer_id)
+            self._add_partitions(current, producer_id, producer_epoch, partitions)
+
+    def _addable(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """``partitions``, each checked to exist and to take client appends (``add_partitions``);
+        outside the coordinator lock."""
         partitions = list(partitions)
         for tp in partitions:
             check_client_append(tp.topic)
             self._log.partition_log(tp)  # raises UnknownTopicOrPartitionError
-        with self._locked() as state:
-            current = self._metadata(state, transactional_id, producer_id)
-            updated = current.prepare_add_partitions(
-                producer_id,
-                producer_epoch,
-                [(tp.topic, tp.partition) for tp in partitions],
-                self._clock.time_ms(),
-            )
-            if updated is not current:
-                self._write_metadata(updated)
+        return partitions
+
+    def _add_partitions(
+        self,
+        current: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> TransactionMetadata:
+        """AddPartitionsToTxn under the lock: the new state written and fsynced (before any
+        batch of the transaction can reach those partitions: KIP-890), and returned."""
+        updated = current.prepare_add_partitions(
+            producer_id,
+            producer_epoch,
+            [(tp.topic, tp.partition) for tp in partitions],
+            self._clock.time_ms(),
+        )
+        if updated is not current:
+            self._write_metadata(updated)
+        return updated
 
     def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -375,15 +393,24 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        *,
+        add: Iterable[TopicPartition] = (),
     ) -> Iterator[TransactionMetadata]:
         """Hold the coordinator while the caller writes into the producer's ongoing
         transaction, having verified that it includes ``partitions`` (KIP-890 part 1, C-16;
         ``TransactionMetadata.check_verified``). No marker can end the transaction meanwhile
         (markers are written under this lock), so what the caller appends belongs to it:
         ``transactional_append`` appends the first batch of a transaction to a partition, and
-        a transactional offset commit, this way. Lock order: coordinator, then partition."""
+        a transactional offset commit, this way. Lock order: coordinator, then partition.
+
+        ``add``: partitions to register first, in the same hold (``add_partitions``: checked,
+        then the new state fsynced before anything is yielded), so that a producer's flush
+        registers and starts its transaction in several partitions under one lock."""
+        add = self._addable(add)
         with self._locked() as state:
             metadata = self._metadata(state, transactional_id, producer_id)
+            if add:
+                metadata = self._add_partitions(metadata, producer_id, producer_epoch, add)
             metadata.check_verified(
                 producer_id, producer_epoch, [(tp.topic, tp.partition) for tp in partitions]
             )

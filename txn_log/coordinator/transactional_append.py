@@ -80,15 +80,17 @@ def verified_transaction_starts(
     producer_id: int,
     producer_epoch: int,
     partitions: Iterable[TopicPartition],
+    *,
+    add: Iterable[TopicPartition] = (),
 ) -> Iterator[VerifiedTransaction]:
     """Hold the coordinator once while the caller appends the first batches of the producer's
     ongoing transaction to ``partitions`` (``TransactionCoordinator.verified_transaction``: it
-    checks the transaction includes them all), passing the yielded object to
-    ``append_client_batch``; one hold instead of one per partition. Lock order: coordinator,
-    then each partition."""
+    registers ``add`` first, durably, then checks the transaction includes them all), passing
+    the yielded object to ``append_client_batch``; one hold instead of one per partition and
+    one more for the registration. Lock order: coordinator, then each partition."""
     partitions = list(partitions)
     with coordinator.verified_transaction(
-        transactional_id, producer_id, producer_epoch, partitions
+        transactional_id, producer_id, producer_epoch, partitions, add=add
     ):
         verified = VerifiedTransaction(producer_id, producer_epoch, partitions)
         try:

@@ -152,9 +152,10 @@ class RecordAccumulator:
         return results
 
     def _drain_transaction_starts(self) -> list[RecordMetadata]:
-        """Append the first batch of each partition the transaction has not written yet under
-        one hold of the coordinator, which verifies them together (KIP-890, C-16:
-        ``verified_transaction_starts``), instead of one hold per partition; the rest of each
+        """Register the partitions buffered for (AddPartitionsToTxn) and append the first batch
+        of each partition the transaction has not written yet under one hold of the
+        coordinator, which verifies them together (KIP-890, C-16:
+        ``verified_transaction_starts``), instead of one hold each; the rest of each
         buffer follows outside it, as every later batch of a transaction does. Nothing to do
         for fewer than two such partitions, nor for an idempotent producer."""
         transactional_id = self._txn.transactional_id
@@ -164,11 +165,17 @@ class RecordAccumulator:
         ]  # fmt: skip
         if transactional_id is None or len(starting) < 2:
             return []
-        self._txn.register_partitions(t for t, b in self._buffers.items() if b.count)
         txn = self._txn
+        new = txn.unregistered(t for t, b in self._buffers.items() if b.count)
         with verified_transaction_starts(
-            self._coordinator, transactional_id, txn.producer_id, txn.producer_epoch, starting
+            self._coordinator,
+            transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            starting,
+            add=new,  # AddPartitionsToTxn in the same hold
         ) as verified:
+            txn.registered(new)
             return [result for tp in starting for result in self.drain(tp, verified)]
 
     def add_written(self, tp: TopicPartition) -> None:
