@@ -81,7 +81,9 @@ class RecordAccumulator:
         self._buffered_bytes = 0  # of every buffer together
         self.peak_buffered_bytes = 0
         self._sequences: dict[TopicPartition, int] = {}
-        self._written: set[TopicPartition] = set()  # appended to since the last flush
+        # appended to since the last flush: the partition log appended through (None: by
+        # another path, ``add_written``), whose file the flush syncs
+        self._written: dict[TopicPartition, PartitionLog | None] = {}
         self._topic_ids: dict[TopicPartition, str | None] = {}  # of the partitions written
 
     # --- buffering -------------------------------------------------------------------------------
@@ -142,12 +144,15 @@ class RecordAccumulator:
 
     def flush(self) -> list[RecordMetadata]:
         """Append every buffer, then fsync every partition appended to since the last flush
-        (``add_written`` included). On an error what is not appended stays buffered, and the
-        partitions written stay to be synced by the next flush."""
+        (``add_written`` included): the partition log each batch went through, so the file
+        synced is the one written, with no lookup. On an error what is not appended stays
+        buffered, and the partitions written stay to be synced by the next flush."""
         results = self._txn.call(self._drain_transaction_starts)
         for tp in list(self._buffers):
             results.extend(self._txn.call(self.drain, tp))
-        flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
+        flush_all(
+            [plog or self._log.partition_log(tp) for tp, plog in sorted(self._written.items())]
+        )
         self._written.clear()
         return results
 
@@ -181,7 +186,7 @@ class RecordAccumulator:
     def add_written(self, tp: TopicPartition) -> None:
         """``tp`` was appended to outside the buffers (a transactional offset commit): the next
         flush syncs it too."""
-        self._written.add(tp)
+        self._written.setdefault(tp, None)
 
     def reset_sequences(self) -> None:
         """A new producer id or epoch: every partition's sequence starts again at 0 (P-10)."""
@@ -243,7 +248,7 @@ class RecordAccumulator:
                 verified=verified,
             )
             self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
-            self._written.add(tp)
+            self._written[tp] = plog
             buffer.remove_head(count)
             results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
             self._txn.record_append(tp, count)
