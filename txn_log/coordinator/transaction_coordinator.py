@@ -63,6 +63,7 @@ from txn_log.file_lock import FileLock
 from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore
 from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
+from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.storage.state_snapshot import SnapshotKind, StateSnapshotDir
@@ -107,6 +108,7 @@ class TransactionCoordinator:
         """The offset of the snapshot the first catch-up loaded; None: it replayed from 0."""
         self._snapshot_offset = 0  # the newest snapshot this process knows of (exclusive)
         self._last_expiration_check = -EXPIRATION_CHECK_INTERVAL_MS
+        self._state_log: PartitionReader | None = None  # ``_state_partition``
 
     def close(self) -> None:
         """Release the lock file's descriptor."""
@@ -132,10 +134,18 @@ class TransactionCoordinator:
             yield self._state
             self._maybe_snapshot()
 
+    def _state_partition(self) -> PartitionReader:
+        """The state log's partition (a writer, on a writable log), looked up once: an internal
+        topic is never deleted, so the log keeps this object for its lifetime (and a write
+        still checks the partition's identity under its lock)."""
+        if self._state_log is None:
+            self._state_log = self._log.partition_reader(STATE_PARTITION)
+        return self._state_log
+
     def _catch_up(self) -> None:
         from txn_log.record.codec import iter_records
 
-        plog = self._log.partition_reader(STATE_PARTITION)
+        plog = self._state_partition()
         if self._snapshots is None:
             self._snapshots = StateSnapshotDir(plog.directory, SnapshotKind.COORDINATOR)
             self._load_snapshot(self._snapshots, plog)
@@ -189,9 +199,10 @@ class TransactionCoordinator:
         batch = encode_records(
             [(encode_key(e), encode_value(e), now, ()) for e in entries], now_ms=now
         )
-        result = self._log.partition_log(STATE_PARTITION).append(
-            batch, sync=sync, origin=AppendOrigin.COORDINATOR
-        )
+        plog = self._state_partition()
+        if not isinstance(plog, PartitionLog):  # a read-only log: ConfigError
+            plog = self._log.partition_log(STATE_PARTITION)
+        result = plog.append(batch, sync=sync, origin=AppendOrigin.COORDINATOR)
         for entry in entries:
             self._state.apply(entry)
         self._applied = result.last_offset + 1
