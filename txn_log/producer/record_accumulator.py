@@ -32,6 +32,7 @@ from txn_log.coordinator.transactional_append import (
     verified_transaction_starts,
 )
 from txn_log.errors import RecordTooLargeError, TxnLogError, UnknownTopicOrPartitionError
+from txn_log.fault_points import crash_point
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.producer.producer_batch import (
     ArrowBuffer,
@@ -181,7 +182,11 @@ class RecordAccumulator:
             add=new,  # AddPartitionsToTxn in the same hold
         ) as verified:
             txn.registered(new)
-            return [result for tp in starting for result in self.drain(tp, verified)]
+            results = []
+            for tp in starting:
+                results.extend(self.drain(tp, verified))
+                crash_point("producer.after_first_batch")
+            return results
 
     def add_written(self, tp: TopicPartition) -> None:
         """``tp`` was appended to outside the buffers (a transactional offset commit): the next
