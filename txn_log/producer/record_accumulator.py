@@ -163,13 +163,13 @@ class RecordAccumulator:
         coordinator, which verifies them together (KIP-890, C-16:
         ``verified_transaction_starts``), instead of one hold each; the rest of each
         buffer follows outside it, as every later batch of a transaction does. Nothing to do
-        for fewer than two such partitions, nor for an idempotent producer."""
+        for an idempotent producer, nor when every buffered partition has been written."""
         transactional_id = self._txn.transactional_id
         starting = [
             tp for tp, buffer in self._buffers.items()
             if buffer.count and not self._txn.has_written(tp)
         ]  # fmt: skip
-        if transactional_id is None or len(starting) < 2:
+        if transactional_id is None or not starting:
             return []
         txn = self._txn
         new = txn.unregistered(t for t, b in self._buffers.items() if b.count)
