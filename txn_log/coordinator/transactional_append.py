@@ -76,18 +76,18 @@ class VerifiedTransaction:
 @contextmanager
 def verified_transaction_starts(
     coordinator: TransactionCoordinator,
-    transactional_id: str,
-    producer_id: int,
-    producer_epoch: int,
+    transaction: tuple[str, int, int],
     partitions: Iterable[TopicPartition],
     *,
     add: Iterable[TopicPartition] = (),
 ) -> Iterator[VerifiedTransaction]:
-    """Hold the coordinator once while the caller appends the first batches of the producer's
-    ongoing transaction to ``partitions`` (``TransactionCoordinator.verified_transaction``: it
-    registers ``add`` first, durably, then checks the transaction includes them all), passing
-    the yielded object to ``append_client_batch``; one hold instead of one per partition and
-    one more for the registration. Lock order: coordinator, then each partition."""
+    """Hold the coordinator once while the caller appends the first batches of
+    ``transaction`` = (transactional id, producer id, epoch), ongoing, to ``partitions``
+    (``TransactionCoordinator.verified_transaction``: it registers ``add`` first, durably,
+    then checks the transaction includes them all), passing the yielded object to
+    ``append_client_batch``; one hold instead of one per partition and one more for the
+    registration. Lock order: coordinator, then each partition."""
+    transactional_id, producer_id, producer_epoch = transaction
     partitions = list(partitions)
     with coordinator.verified_transaction(
         transactional_id, producer_id, producer_epoch, partitions, add=add

@@ -173,13 +173,9 @@ class RecordAccumulator:
             return []
         txn = self._txn
         new = txn.unregistered(t for t, b in self._buffers.items() if b.count)
+        transaction = (transactional_id, txn.producer_id, txn.producer_epoch)
         with verified_transaction_starts(
-            self._coordinator,
-            transactional_id,
-            txn.producer_id,
-            txn.producer_epoch,
-            starting,
-            add=new,  # AddPartitionsToTxn in the same hold
+            self._coordinator, transaction, starting, add=new  # AddPartitionsToTxn in the hold
         ) as verified:
             txn.registered(new)
             results = []

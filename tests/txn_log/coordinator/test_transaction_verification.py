@@ -166,7 +166,7 @@ def test_one_verified_hold_covers_only_its_partitions_producer_and_duration(log:
     pid, epoch = producer.producer_id, producer.producer_epoch
     other = log.producer(transactional_id="other")
     other.init_transactions()
-    with verified_transaction_starts(log.coordinator, "t", pid, epoch, [OUT0]) as verified:
+    with verified_transaction_starts(log.coordinator, ("t", pid, epoch), [OUT0]) as verified:
         stranger = txn_batch(other.producer_id, other.producer_epoch)
         with pytest.raises(InvalidTxnStateError):  # another producer: verified as usual
             append_client_batch(
