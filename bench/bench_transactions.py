@@ -14,8 +14,9 @@
 2. Commit latency of a small transaction over 4 partitions (one record each): p50 and p99 of
    ``commit_transaction()`` over ``--commits`` commits. Target: p50 at most 2 ms (p99 printed
    beside it). What bounds it: four fsync steps that follow one another (AddPartitionsToTxn,
-   the data, PREPARE_COMMIT, the markers; DESIGN §4), each about 0.15 ms alone and 0.35 ms for
-   four files at once on this kind of disk (TESTING.md).
+   the data, PREPARE_COMMIT, the markers: DESIGN §4, a commit's durable steps), about 0.15 ms
+   for one file (TESTING.md: ~0.17 ms) and 0.3-0.35 ms for four at once on this kind of disk,
+   so about 1 ms of the commit, plus about 1-1.5 ms of Python.
 
 Prints PASS/MISS per target and never asserts; with a MISS (or ``--profile``) it profiles the
 transactional path with cProfile and prints where the time goes.
