@@ -12,7 +12,11 @@
    in the timed region; the commit latency section shows what one commit costs.
    Target: transactions of 10,000 records cost ≤ 5% over non-transactional sends.
 2. Commit latency of a small transaction over 4 partitions (one record each): p50 and p99 of
-   ``commit_transaction()`` over ``--commits`` commits. Target: p50 under 20 ms.
+   ``commit_transaction()`` over ``--commits`` commits. Target: p50 at most 2 ms (p99 printed
+   beside it). What bounds it: four fsync steps that follow one another (AddPartitionsToTxn,
+   the data, PREPARE_COMMIT, the markers: DESIGN §4, a commit's durable steps), about 0.15 ms
+   for one file (TESTING.md: ~0.17 ms) and 0.3-0.35 ms for four at once on this kind of disk,
+   so about 1 ms of the commit, plus about 1-1.5 ms of Python.
 
 Prints PASS/MISS per target and never asserts; with a MISS (or ``--profile``) it profiles the
 transactional path with cProfile and prints where the time goes.
@@ -40,7 +44,7 @@ TOPIC = "bench"
 PARTITIONS = 4
 VALUE_SIZE = 1024
 THROUGHPUT_TARGET = 1.05  # transactional time / non-transactional time, 10,000-record txns
-LATENCY_TARGET_MS = 20.0
+LATENCY_TARGET_MS = 2.0
 
 
 def make_values(count: int) -> list[bytes]:
@@ -224,14 +228,14 @@ def main() -> None:
     )
 
     throughput_ok = ratio_10k <= THROUGHPUT_TARGET
-    latency_ok = p50 < LATENCY_TARGET_MS
+    latency_ok = p50 <= LATENCY_TARGET_MS
     print(
         f"target transactions of 10,000 records ≤ 5% over non-transactional sends: "
         f"{(ratio_10k - 1) * 100:+.1f}% {'PASS' if throughput_ok else 'MISS'}"
     )
     print(
-        f"target commit latency p50 < {LATENCY_TARGET_MS:.0f} ms (4 partitions): {p50:.2f} ms "
-        f"{'PASS' if latency_ok else 'MISS'}"
+        f"target commit latency p50 ≤ {LATENCY_TARGET_MS:.0f} ms (4 partitions): p50 {p50:.2f} ms "
+        f"(p99 {p99:.2f} ms) {'PASS' if latency_ok else 'MISS'}"
     )
     if args.profile or not (throughput_ok and latency_ok):
         profile_transactional(min(args.records, 20_000), min(args.commits, 100))

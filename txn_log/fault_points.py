@@ -17,6 +17,8 @@ Python worker of the JVM, not in the driver's own Python process).
 Points: ``txn.after_prepare``, ``txn.between_markers``, ``txn.before_complete`` (commit and
 abort of one transaction); ``batch.after_prepare``, ``batch.before_complete`` (the atomic
 commit of many transactions, ``TransactionCoordinator.commit_transactions``);
+``producer.after_first_batch`` (a transactional flush registered its new partitions and
+appended the first batch of one of them, under the coordinator's lock: ``record_accumulator``);
 ``marker.after_txn_index`` (an ABORT's index entry is durable, its marker not yet written);
 ``append.before_write`` (a data batch validated under the partition lock, not yet written);
 ``topic.after_partition_dirs`` (``create_topic`` made the partition directories, its topic file

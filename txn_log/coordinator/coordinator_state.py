@@ -78,6 +78,7 @@ class CoordinatorState:
 
     def __init__(self) -> None:
         self._txns: dict[str, TransactionMetadata] = {}
+        self._prepared: set[str] = set()  # ids in PREPARE_*: every coordinator operation asks
         self._ledgers = Ledgers()
         self._corruption: CorruptRecordError | None = None
 
@@ -119,6 +120,7 @@ class CoordinatorState:
         md = entry.metadata
         if md is None or md.state is TransactionState.DEAD:
             self._txns.pop(entry.transactional_id, None)
+            self._prepared.discard(entry.transactional_id)
             return
         if md.state is TransactionState.PREPARE_EPOCH_FENCE:
             raise self._disable(f"{md.describe()} was persisted; that state is in memory only")
@@ -134,6 +136,10 @@ class CoordinatorState:
                 f"{previous.producer_epoch} ({state_name(previous.state)})"
             )
         self._txns[entry.transactional_id] = md
+        if is_prepared(md.state):
+            self._prepared.add(entry.transactional_id)
+        else:
+            self._prepared.discard(entry.transactional_id)
 
     # --- transactions ------------------------------------------------------------------------
 
@@ -166,7 +172,7 @@ class CoordinatorState:
         """Transactions and atomic commits past their commit point but not complete (T11)."""
         self._check_usable()
         return PendingCompletions(
-            tuple(md for _, md in sorted(self._txns.items()) if is_prepared(md.state)),
+            tuple(self._txns[tid] for tid in sorted(self._prepared)),
             self._ledgers.pending(),
         )
 

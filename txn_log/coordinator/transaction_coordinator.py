@@ -63,6 +63,7 @@ from txn_log.file_lock import FileLock
 from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore
 from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
+from txn_log.storage.partition_log import PartitionLog
 from txn_log.storage.partition_reader import PartitionReader
 from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.storage.state_snapshot import SnapshotKind, StateSnapshotDir
@@ -107,6 +108,7 @@ class TransactionCoordinator:
         """The offset of the snapshot the first catch-up loaded; None: it replayed from 0."""
         self._snapshot_offset = 0  # the newest snapshot this process knows of (exclusive)
         self._last_expiration_check = -EXPIRATION_CHECK_INTERVAL_MS
+        self._state_log: PartitionReader | None = None  # ``_state_partition``
 
     def close(self) -> None:
         """Release the lock file's descriptor."""
@@ -132,13 +134,23 @@ class TransactionCoordinator:
             yield self._state
             self._maybe_snapshot()
 
+    def _state_partition(self) -> PartitionReader:
+        """The state log's partition (a writer, on a writable log), looked up once: an internal
+        topic is never deleted, so the log keeps this object for its lifetime (and a write
+        still checks the partition's identity under its lock)."""
+        if self._state_log is None:
+            self._state_log = self._log.partition_reader(STATE_PARTITION)
+        return self._state_log
+
     def _catch_up(self) -> None:
         from txn_log.record.codec import iter_records
 
-        plog = self._log.partition_reader(STATE_PARTITION)
+        plog = self._state_partition()
         if self._snapshots is None:
             self._snapshots = StateSnapshotDir(plog.directory, SnapshotKind.COORDINATOR)
             self._load_snapshot(self._snapshots, plog)
+        if plog.log_end_offset == self._applied:
+            return  # nothing appended since (the common case: one look at the active segment)
         for header, batch in plog.read(max(self._applied, plog.log_start_offset)):
             for record in iter_records(batch):
                 if record.offset >= self._applied:
@@ -187,9 +199,10 @@ class TransactionCoordinator:
         batch = encode_records(
             [(encode_key(e), encode_value(e), now, ()) for e in entries], now_ms=now
         )
-        result = self._log.partition_log(STATE_PARTITION).append(
-            batch, sync=sync, origin=AppendOrigin.COORDINATOR
-        )
+        plog = self._state_partition()
+        if not isinstance(plog, PartitionLog):  # a read-only log: ConfigError
+            plog = self._log.partition_log(STATE_PARTITION)
+        result = plog.append(batch, sync=sync, origin=AppendOrigin.COORDINATOR)
         for entry in entries:
             self._state.apply(entry)
         self._applied = result.last_offset + 1
@@ -304,20 +317,38 @@ class TransactionCoordinator:
         an internal topic (InvalidTopicError, C-03): its abort would write a marker into the
         state log, which every process must decode.
         """
+        partitions = self._addable(partitions)
+        with self._locked() as state:
+            current = self._metadata(state, transactional_id, producer_id)
+            self._add_partitions(current, producer_id, producer_epoch, partitions)
+
+    def _addable(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """``partitions``, each checked to exist and to take client appends (``add_partitions``);
+        outside the coordinator lock."""
         partitions = list(partitions)
         for tp in partitions:
             check_client_append(tp.topic)
             self._log.partition_log(tp)  # raises UnknownTopicOrPartitionError
-        with self._locked() as state:
-            current = self._metadata(state, transactional_id, producer_id)
-            updated = current.prepare_add_partitions(
-                producer_id,
-                producer_epoch,
-                [(tp.topic, tp.partition) for tp in partitions],
-                self._clock.time_ms(),
-            )
-            if updated is not current:
-                self._write_metadata(updated)
+        return partitions
+
+    def _add_partitions(
+        self,
+        current: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> TransactionMetadata:
+        """AddPartitionsToTxn under the lock: the new state written and fsynced (before any
+        batch of the transaction can reach those partitions: KIP-890), and returned."""
+        updated = current.prepare_add_partitions(
+            producer_id,
+            producer_epoch,
+            [(tp.topic, tp.partition) for tp in partitions],
+            self._clock.time_ms(),
+        )
+        if updated is not current:
+            self._write_metadata(updated)
+        return updated
 
     def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -373,15 +404,24 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        *,
+        add: Iterable[TopicPartition] = (),
     ) -> Iterator[TransactionMetadata]:
         """Hold the coordinator while the caller writes into the producer's ongoing
         transaction, having verified that it includes ``partitions`` (KIP-890 part 1, C-16;
         ``TransactionMetadata.check_verified``). No marker can end the transaction meanwhile
         (markers are written under this lock), so what the caller appends belongs to it:
         ``transactional_append`` appends the first batch of a transaction to a partition, and
-        a transactional offset commit, this way. Lock order: coordinator, then partition."""
+        a transactional offset commit, this way. Lock order: coordinator, then partition.
+
+        ``add``: partitions to register first, in the same hold (``add_partitions``: checked,
+        then the new state fsynced before anything is yielded), so that a producer's flush
+        registers and starts its transaction in several partitions under one lock."""
+        add = self._addable(add)
         with self._locked() as state:
             metadata = self._metadata(state, transactional_id, producer_id)
+            if add:
+                metadata = self._add_partitions(metadata, producer_id, producer_epoch, add)
             metadata.check_verified(
                 producer_id, producer_epoch, [(tp.topic, tp.partition) for tp in partitions]
             )

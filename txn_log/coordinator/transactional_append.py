@@ -18,6 +18,10 @@ whatever it takes without one continues a transaction the coordinator verified.
   (TransactionalIdAuthorizationError, 53, as KafkaApis answers a produce carrying
   transactional records without one); a produce under a transactional id carries
   transactional batches only (InvalidTxnStateError).
+- ``verified_transaction_starts``: the coordinator held once for the first batches of a
+  transaction in several partitions (a producer's flush at commit writes to each of them for
+  the first time): ``append_client_batch`` given the ``VerifiedTransaction`` it yields appends
+  a batch of that producer into those partitions as verified, without asking again.
 - ``txn_offset_commit``: TxnOffsetCommit (O-02, O-03), the group's offsets appended to
   ``__consumer_offsets`` inside the transaction under the same verification (AddOffsetsToTxn
   must have come first), after the group's membership authority, when there is one, checked
@@ -29,7 +33,8 @@ partition, as everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
 from txn_log.errors import (
@@ -47,6 +52,53 @@ from txn_log.storage.producer_append_info import AppendOrigin
 from txn_log.topic_partition import TopicPartition
 
 
+class VerifiedTransaction:
+    """While ``verified_transaction_starts`` holds the coordinator: the producer id, epoch and
+    partitions it verified (KIP-890), for ``append_client_batch``. Covers nothing once the
+    hold ended."""
+
+    def __init__(
+        self, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.partitions = frozenset(partitions)
+        self.held = True
+
+    def covers(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> bool:
+        return (
+            self.held
+            and tp in self.partitions
+            and (producer_id, producer_epoch) == (self.producer_id, self.producer_epoch)
+        )
+
+
+@contextmanager
+def verified_transaction_starts(
+    coordinator: TransactionCoordinator,
+    transaction: tuple[str, int, int],
+    partitions: Iterable[TopicPartition],
+    *,
+    add: Iterable[TopicPartition] = (),
+) -> Iterator[VerifiedTransaction]:
+    """Hold the coordinator once while the caller appends the first batches of
+    ``transaction`` = (transactional id, producer id, epoch), ongoing, to ``partitions``
+    (``TransactionCoordinator.verified_transaction``: it registers ``add`` first, durably,
+    then checks the transaction includes them all), passing the yielded object to
+    ``append_client_batch``; one hold instead of one per partition and one more for the
+    registration. Lock order: coordinator, then each partition."""
+    transactional_id, producer_id, producer_epoch = transaction
+    partitions = list(partitions)
+    with coordinator.verified_transaction(
+        transactional_id, producer_id, producer_epoch, partitions, add=add
+    ):
+        verified = VerifiedTransaction(producer_id, producer_epoch, partitions)
+        try:
+            yield verified
+        finally:
+            verified.held = False
+
+
 def append_client_batch(
     coordinator: TransactionCoordinator,
     plog: PartitionLog,
@@ -55,10 +107,13 @@ def append_client_batch(
     transactional_id: str | None,
     expected_offset: int = NO_EXPECTED_OFFSET,
     sync: bool = False,
+    verified: VerifiedTransaction | None = None,
 ) -> AppendResult:
     """Append a client's batch to ``plog`` (``PartitionLog.append`` validates it whole), a
     transactional one only into a transaction the coordinator knows (module docstring);
-    ``sync`` makes it durable before returning."""
+    ``sync`` makes it durable before returning. ``verified``: the coordinator is held for
+    the producer's transaction in this partition (``verified_transaction_starts``), so the
+    batch is appended as verified at once."""
     header = parse_header(batch)  # checked again, with the CRC, by the append
     tp = plog.topic_partition
     if not header.is_transactional:
@@ -73,6 +128,10 @@ def append_client_batch(
             f"{tp}: a transactional batch of producer {header.producer_id} without a "
             "transactional id; transactional writes name their transactional id (and need "
             "Write on it)"
+        )
+    if verified is not None and verified.covers(tp, header.producer_id, header.producer_epoch):
+        return plog.append(
+            batch, expected_offset=expected_offset, sync=sync, transaction_verified=True
         )
     if plog.has_ongoing_transaction(header.producer_id, header.producer_epoch):
         try:

@@ -97,6 +97,7 @@ FORMAT_FILE = "txnlog.json"
 FORMAT_VERSION = 1
 TOPICS_DIR = "topics"
 MAX_PARTITIONS = 10_000
+_META_PATHS_CACHED = 10_000  # topic file paths kept (names asked for may be anything: bounded)
 
 DeletionGuard = Callable[[str], AbstractContextManager[object]]
 """Held around a topic's deletion (the coordinator's ``topic_deletion_guard``)."""
@@ -119,6 +120,7 @@ class LogManager:
         self._lock = FileLock(path / ".lock")
         self._mutex = threading.RLock()
         self._topics: dict[str, dict[str, Any]] = {}
+        self._meta_paths: dict[str, Path] = {}  # topic -> its file (checked name), built once
         self._partitions: dict[TopicPartition, PartitionReader] = {}  # writers unless read_only
         self._config_watches: dict[str, TopicConfigWatch] = {}
         self.broker_configs = BrokerConfigStore(path, read_only=read_only)
@@ -521,7 +523,12 @@ class LogManager:
         return None if topic_id is None else str(topic_id)
 
     def _meta_path(self, topic: str) -> Path:
-        return self.path / TOPICS_DIR / f"{validate_topic_name(topic)}.json"
+        path = self._meta_paths.get(topic)
+        if path is None:
+            path = self.path / TOPICS_DIR / f"{validate_topic_name(topic)}.json"
+            if len(self._meta_paths) < _META_PATHS_CACHED:
+                self._meta_paths[topic] = path
+        return path
 
     def _read_topic(self, topic: str, *, refresh: bool = False) -> dict[str, Any]:
         with self._mutex:

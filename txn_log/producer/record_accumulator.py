@@ -26,8 +26,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
-from txn_log.coordinator.transactional_append import append_client_batch
+from txn_log.coordinator.transactional_append import (
+    VerifiedTransaction,
+    append_client_batch,
+    verified_transaction_starts,
+)
 from txn_log.errors import RecordTooLargeError, TxnLogError, UnknownTopicOrPartitionError
+from txn_log.fault_points import crash_point
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.producer.producer_batch import (
     ArrowBuffer,
@@ -78,7 +83,9 @@ class RecordAccumulator:
         self._buffered_bytes = 0  # of every buffer together
         self.peak_buffered_bytes = 0
         self._sequences: dict[TopicPartition, int] = {}
-        self._written: set[TopicPartition] = set()  # appended to since the last flush
+        # appended to since the last flush: the partition log appended through (None: by
+        # another path, ``add_written``), whose file the flush syncs
+        self._written: dict[TopicPartition, PartitionLog | None] = {}
         self._topic_ids: dict[TopicPartition, str | None] = {}  # of the partitions written
 
     # --- buffering -------------------------------------------------------------------------------
@@ -192,28 +199,64 @@ class RecordAccumulator:
 
     def flush(self) -> list[RecordMetadata]:
         """Append every buffer, then fsync every partition appended to since the last flush
-        (``add_written`` included). On an error what is not appended stays buffered, and the
-        partitions written stay to be synced by the next flush."""
-        results = []
+        (``add_written`` included): the partition log each batch went through, so the file
+        synced is the one written, with no lookup. On an error what is not appended stays
+        buffered, and the partitions written stay to be synced by the next flush."""
+        results = self._txn.call(self._drain_transaction_starts)
         for tp in list(self._buffers):
             results.extend(self._txn.call(self.drain, tp))
-        flush_all([self._log.partition_log(tp) for tp in sorted(self._written)])
+        flush_all(
+            [plog or self._log.partition_log(tp) for tp, plog in sorted(self._written.items())]
+        )
         self._written.clear()
         return results
+
+    def _drain_transaction_starts(self) -> list[RecordMetadata]:
+        """Register the partitions buffered for (AddPartitionsToTxn) and append the first batch
+        of each partition the transaction has not written yet under one hold of the
+        coordinator, which verifies them together (KIP-890, C-16:
+        ``verified_transaction_starts``), instead of one hold each; the rest of each
+        buffer follows outside it, as every later batch of a transaction does. Nothing to do
+        for an idempotent producer, nor when every buffered partition has been written."""
+        transactional_id = self._txn.transactional_id
+        starting = [
+            tp for tp, buffer in self._buffers.items()
+            if buffer.count and not self._txn.has_written(tp)
+        ]  # fmt: skip
+        if transactional_id is None or not starting:
+            return []
+        txn = self._txn
+        new = txn.unregistered(t for t, b in self._buffers.items() if b.count)
+        transaction = (transactional_id, txn.producer_id, txn.producer_epoch)
+        with verified_transaction_starts(
+            self._coordinator,
+            transaction,
+            starting,
+            add=new,  # AddPartitionsToTxn in the hold
+        ) as verified:
+            txn.registered(new)
+            results = []
+            for tp in starting:
+                results.extend(self.drain(tp, verified))
+                crash_point("producer.after_first_batch")
+            return results
 
     def add_written(self, tp: TopicPartition) -> None:
         """``tp`` was appended to outside the buffers (a transactional offset commit): the next
         flush syncs it too."""
-        self._written.add(tp)
+        self._written.setdefault(tp, None)
 
     def reset_sequences(self) -> None:
         """A new producer id or epoch: every partition's sequence starts again at 0 (P-10)."""
         self._sequences.clear()
 
-    def drain(self, tp: TopicPartition) -> list[RecordMetadata]:
+    def drain(
+        self, tp: TopicPartition, verified: VerifiedTransaction | None = None
+    ) -> list[RecordMetadata]:
         """Append ``tp``'s buffered records, oldest first, in batches within the partition's
         max.message.bytes (F-09). Records leave the buffer only once their batch is appended,
-        so a failed append loses none (STYLE 3).
+        so a failed append loses none (STYLE 3). With ``verified`` (the coordinator held for the
+        transaction's start in ``tp``) only the first batch is appended.
 
         A batch that compression grew past the limit is split and the parts appended in order,
         each with the next sequence (P-08, P-09), as Kafka's producer splits and re-enqueues a
@@ -227,11 +270,13 @@ class RecordAccumulator:
             return []
         before = buffer.size
         try:
-            return self._drain_buffer(tp, buffer)
+            return self._drain_buffer(tp, buffer, verified)
         finally:
             self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
 
-    def _drain_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> list[RecordMetadata]:
+    def _drain_buffer(
+        self, tp: TopicPartition, buffer: ProducerBuffer, verified: VerifiedTransaction | None
+    ) -> list[RecordMetadata]:
         self._txn.ensure_producer_id()
         if self._txn.transactional_id is not None:
             self._txn.register_partitions(t for t, b in self._buffers.items() if b.count)
@@ -254,14 +299,21 @@ class RecordAccumulator:
                 count = split_count(count, len(batch), limit)
                 continue
             result = append_client_batch(
-                self._coordinator, plog, batch, transactional_id=self._txn.transactional_id
+                self._coordinator,
+                plog,
+                batch,
+                transactional_id=self._txn.transactional_id,
+                verified=verified,
             )
             self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
-            self._written.add(tp)
+            self._written[tp] = plog
             buffer.remove_head(count)
             results.append(RecordMetadata(tp, result.base_offset, result.last_offset))
             self._txn.record_append(tp, count)
-        del self._buffers[tp]
+            if verified is not None:
+                break
+        if not buffer.count:
+            del self._buffers[tp]
         return results
 
     def _partition_log_for_drain(self, tp: TopicPartition, buffer: ProducerBuffer) -> PartitionLog:

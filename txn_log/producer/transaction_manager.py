@@ -189,15 +189,26 @@ class TransactionManager:
     def register_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """AddPartitionsToTxn for the partitions new to the transaction, in one request, before
         any of them is written (C-16, C-38)."""
-        self.check_transaction_timeout()
-        new = sorted(set(partitions) - self._partitions)
+        new = self.unregistered(partitions)
         if not new:
             return
         self._coordinator.add_partitions(
             self._transactional_id(), self.producer_id, self.producer_epoch, new
         )
-        self._started()
-        self._partitions.update(new)
+        self.registered(new)
+
+    def unregistered(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Which of ``partitions`` the transaction has not registered yet (sorted), after the
+        timeout check every registration makes; the caller registers them with the
+        coordinator, then calls ``registered``."""
+        self.check_transaction_timeout()
+        return sorted(set(partitions) - self._partitions)
+
+    def registered(self, partitions: list[TopicPartition]) -> None:
+        """The coordinator registered ``partitions`` (AddPartitionsToTxn succeeded)."""
+        if partitions:
+            self._started()
+            self._partitions.update(partitions)
 
     def register_offsets(self, group_id: str) -> None:
         """AddOffsetsToTxn for ``group_id`` once per transaction (C-35)."""
@@ -234,6 +245,10 @@ class TransactionManager:
         if self.transactional_id is not None:
             done = self._writes.get(tp, PartitionWrites(0, 0))
             self._writes[tp] = PartitionWrites(done.records + records, done.batches + 1)
+
+    def has_written(self, tp: TopicPartition) -> bool:
+        """Whether the current transaction appended to ``tp`` already."""
+        return tp in self._writes
 
     def writes(self) -> dict[TopicPartition, PartitionWrites]:
         """Records and batches appended per partition in the current transaction, sorted."""

@@ -102,7 +102,8 @@ def check_records(
         return RecordsSummary(0, ())
     if count <= SMALL_BATCH_RECORDS:  # numpy's fixed cost outweighs a loop over a few records
         deltas, null_keys = _walk_records(records, position, end, count)
-        _check_offset_deltas(np.array(deltas, dtype=np.int64), header, stored=stored)
+        if deltas != list(range(count)) or (stored and count - 1 > header.last_offset_delta):
+            _check_offset_deltas(np.array(deltas, dtype=np.int64), header, stored=stored)
         return RecordsSummary(count, null_keys)
     layout = record_layout(records, position, end, count)
     headers_column(records, layout)  # every record's fields add up to its length (F-18)

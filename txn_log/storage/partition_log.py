@@ -250,12 +250,11 @@ class PartitionLog(PartitionReader):
             )
         try:
             with self._mutex:
-                if self._identity is not None:
-                    check_identity(self.directory, self._identity, str(self.topic_partition))
+                self._check_identity()
                 if refresh and not self._writing:
                     self.refresh_config()
                 if self._needs_recovery:
-                    self._identity = read_identity(self.directory, str(self.topic_partition))
+                    self._set_identity(read_identity(self.directory, str(self.topic_partition)))
                     loaded = self._loader().load()
                     self._install(loaded)
                     self.last_recovery += loaded.recovery
@@ -280,8 +279,7 @@ class PartitionLog(PartitionReader):
         meanwhile sees a prefix of them, which only makes its lookups start further back).
         """
         with self._lock, self._mutex:
-            if self._identity is not None:
-                check_identity(self.directory, self._identity, str(self.topic_partition))
+            self._check_identity()
             loaded, done = self._loader().repair()
             self._install(loaded)
             self._needs_recovery = False

@@ -55,7 +55,7 @@ from txn_log.storage.log_segments import (
     segment_bases_on_disk,
 )
 from txn_log.storage.log_start_checkpoint import read_log_start
-from txn_log.storage.partition_metadata import PartitionIdentity, check_identity, read_identity
+from txn_log.storage.partition_metadata import IdentityCheck, PartitionIdentity, read_identity
 from txn_log.storage.producer_state import ProducerStateManager
 from txn_log.storage.segment import LogSegment
 from txn_log.storage.txn_index import AbortedTxn
@@ -96,7 +96,9 @@ class PartitionReader:
         self._config_source: Callable[[], TopicConfig] | None = None
         self._clock = clock
         self._mutex = threading.RLock()
-        self._identity = identity  # None: opened without one (a partition before topic ids)
+        self._identity: PartitionIdentity | None = None  # None: a partition before topic ids
+        self._identity_check: IdentityCheck | None = None
+        self._set_identity(identity)
         self._segments: list[LogSegment] = []
         self._end_offset = 0
         self._tail_position = 0  # bytes of the active segment applied to the caches
@@ -134,6 +136,18 @@ class PartitionReader:
 
     # --- identity --------------------------------------------------------------------------------
 
+    def _set_identity(self, identity: PartitionIdentity | None) -> None:
+        if self._identity_check is not None:
+            self._identity_check.close()
+        self._identity = identity
+        self._identity_check = None if identity is None else IdentityCheck(self.directory, identity)
+
+    def _check_identity(self) -> None:
+        """Raise unless the directory still belongs to the topic this object was opened for
+        (``partition_metadata.IdentityCheck``: one ``stat`` while unchanged)."""
+        if self._identity_check is not None:
+            self._identity_check.check(str(self.topic_partition))
+
     @property
     def topic_id(self) -> str | None:
         """The id of the topic this partition belongs to (Kafka's topic id, KIP-516)."""
@@ -142,10 +156,8 @@ class PartitionReader:
     def is_current(self) -> bool:
         """Whether the directory still belongs to the topic this object was opened for (one
         ``stat``); False once the topic was deleted, or deleted and re-created."""
-        if self._identity is None:
-            return True
         try:
-            check_identity(self.directory, self._identity, str(self.topic_partition))
+            self._check_identity()
         except UnknownTopicOrPartitionError:
             return False
         return True
@@ -171,10 +183,10 @@ class PartitionReader:
                 return
             segment = open_existing_segment(self.directory, self._end_offset, self.config)
             if segment is None:
-                gone = not active.log_path.exists()
-                if (gone or active.is_replaced()) and self._resume_in_merged():
+                status = active.log_name_status()
+                if status != "mine" and self._resume_in_merged():
                     continue
-                if gone:
+                if status == "gone":
                     self._skip_deleted_segments()
                 return
             self._segments.append(segment)
@@ -410,6 +422,8 @@ class PartitionReader:
         with self._mutex:
             for segment in self._segments:
                 segment.close()
+            if self._identity_check is not None:
+                self._identity_check.close()
 
 
 def open_partition_reader(

@@ -39,6 +39,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from txn_log.errors import (
     CorruptRecordError,
@@ -139,6 +140,7 @@ class LogSegment:
         )
         self._fd = fd
         self._close_fd = owned_fd(self, fd)
+        self._fd_identity: tuple[int, int] | None = None  # (inode, device) of ``fd``, once read
         self._state_lock = threading.Lock()  # guards the four fields below and the generation
         self._generation = 0  # bumped each time the state is rebuilt from the files
         self._size = 0
@@ -192,12 +194,19 @@ class LogSegment:
     def is_replaced(self) -> bool:
         """Whether ``<base>.log`` now names another file than the one this object reads: the
         log cleaner swapped in a cleaned copy (``cleaner_swap``). False when it is gone."""
+        return self.log_name_status() == "replaced"
+
+    def log_name_status(self) -> Literal["mine", "replaced", "gone"]:
+        """What ``<base>.log`` names now (one ``stat``): the file this object reads, another
+        one (``is_replaced``), or nothing (deleted by retention, a merge or its topic)."""
         try:
             on_disk = os.stat(self.log_path)
         except FileNotFoundError:
-            return False
-        mine = os.fstat(self._fd)
-        return (on_disk.st_ino, on_disk.st_dev) != (mine.st_ino, mine.st_dev)
+            return "gone"
+        if self._fd_identity is None:  # what the descriptor refers to never changes
+            mine = os.fstat(self._fd)
+            self._fd_identity = (mine.st_ino, mine.st_dev)
+        return "mine" if (on_disk.st_ino, on_disk.st_dev) == self._fd_identity else "replaced"
 
     # --- reading (no lock) -----------------------------------------------------------------
 
@@ -557,7 +566,13 @@ class LogSegment:
         CorruptRecordError (nothing cut) if a batch of the log follows them: that is corruption,
         not a torn tail (``ensure_torn_tail``). Appends and rolls call it before moving on, so
         a torn tail never ends up inside the log.
+
+        A file exactly as long as the valid batches this object knows has nothing after them
+        (one ``fstat``): under the lock no one appends meanwhile, and nothing but a torn tail's
+        cut ever shortens the active segment.
         """
+        if self._file_size() == self._state()[1]:
+            return 0
         self.refresh()
         with self._state_lock:
             size, next_offset = self._size, self._next_offset

@@ -17,7 +17,10 @@ import pytest
 from tests.hostile_batches import good_batch
 from tests.support import directory_bytes
 from txn_log.clock import ManualClock
-from txn_log.coordinator.transactional_append import append_client_batch
+from txn_log.coordinator.transactional_append import (
+    append_client_batch,
+    verified_transaction_starts,
+)
 from txn_log.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
@@ -150,3 +153,37 @@ def test_a_newer_epochs_batch_cannot_join_an_open_transaction_unverified(log: Lo
     assert log.partition_reader(OUT0).log_end_offset == end
     producer.commit_transaction()
     assert [r.value for r in log.consumer().read(OUT0, 0)] == [b"open"]
+
+
+def test_one_verified_hold_covers_only_its_partitions_producer_and_duration(log: Log) -> None:
+    """``verified_transaction_starts`` (a producer's flush verifying every partition its
+    transaction starts in at once) lets through only batches of the verified producer and
+    epoch into the verified partitions, and only while it holds the coordinator."""
+    producer = log.producer(transactional_id="t")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.register_partitions([OUT0, OUT1])
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    other = log.producer(transactional_id="other")
+    other.init_transactions()
+    with verified_transaction_starts(log.coordinator, ("t", pid, epoch), [OUT0]) as verified:
+        stranger = txn_batch(other.producer_id, other.producer_epoch)
+        with pytest.raises(InvalidTxnStateError):  # another producer: verified as usual
+            append_client_batch(
+                log.coordinator, log.partition_log(OUT0), stranger, transactional_id="other",
+                verified=verified,
+            )  # fmt: skip
+        result = append_client_batch(
+            log.coordinator, log.partition_log(OUT0), txn_batch(pid, epoch), transactional_id="t",
+            verified=verified,
+        )  # fmt: skip
+        assert result.base_offset == 0
+    assert not verified.covers(OUT1, pid, epoch) and not verified.covers(OUT0, pid, epoch)
+    producer.abort_transaction()
+    assert lso_is_free(log, OUT0) and lso_is_free(log, OUT1)
+    with pytest.raises(InvalidTxnStateError):  # the hold ended: no start without the coordinator
+        append_client_batch(
+            log.coordinator, log.partition_log(OUT1), txn_batch(pid, epoch, sequence=1),
+            transactional_id="t", verified=verified,
+        )  # fmt: skip
+    assert lso_is_free(log, OUT1)

@@ -632,3 +632,60 @@ def test_an_abort_entry_whose_marker_never_landed_stalls_and_hides_nothing(
         assert list(committed.read(tp, 0, upper)) == [], f"records visible below {upper}"
     everything = [r.value for r in live.consumer("read_uncommitted").read(tp, 0)]
     assert len(everything) == 5 + (3 if between == "another_writer" else 0)  # filtered, kept
+
+
+# --- a flush killed while it starts its transaction in its partitions ----------------------------
+
+
+@pytest.mark.parametrize("crash_after", [1, 2])
+def test_flush_killed_between_first_batches_is_aborted_by_the_next_init(
+    tmp_path: Path, crash_after: int
+) -> None:
+    """C-16, KIP-890, X-03: a flush registers its new partitions (AddPartitionsToTxn) and
+    appends their first batches under one hold of the coordinator. Killed after the first (or
+    second) of three, every partition holding a batch is already registered, so the next
+    instance's init_transactions() aborts the transaction there: no batch pins an LSO, nothing
+    is visible, the registered partition that got no batch takes only the abort's marker."""
+    log_dir = tmp_path / "log"
+    new_log(log_dir, partitions=4)
+    counts = {0: 3, 1: 2, 2: 4}  # a few small records: every buffer waits for the flush
+    worker = run_worker(
+        "txn", log_dir, TXN_ID, "commit", TOPIC, parts_arg(counts), GROUP, "{}",
+        crash_point="producer.after_first_batch",
+        crash_after=crash_after,
+    )  # fmt: skip
+    assert worker.returncode == -signal.SIGKILL, worker.stderr
+    assert worker.lines == []  # died inside its flush
+
+    tps = [TopicPartition(TOPIC, p) for p in range(4)]
+    log = Log.open(log_dir)
+    entries = state_log_entries(log)
+    assert last_txn_state(entries, TXN_ID) is TransactionState.ONGOING
+    [*_, registered] = [
+        e.metadata
+        for e in entries
+        if isinstance(e, TransactionLogEntry)
+        and e.transactional_id == TXN_ID
+        and e.metadata is not None
+    ]
+    assert {(TOPIC, p) for p in counts} == set(registered.topic_partitions)
+    written = [p for p in sorted(counts) if log.partition_log(tps[p]).log_end_offset > 0]
+    assert written == sorted(counts)[:crash_after]
+    for p in written:
+        plog = log.partition_log(tps[p])
+        assert plog.last_stable_offset == 0 < plog.log_end_offset  # pinned at its first offset
+    log.close()
+
+    done = assert_ok(run_worker("init", log_dir, TXN_ID))
+    first = fingerprint(log_dir, tps)
+    unwritten = [tps[p] for p in sorted(counts) if p not in written]
+    for tp in unwritten:
+        part = first[str(tp)]
+        assert part["uncommitted"] == [] and set(part["markers"]) <= {ControlType.ABORT}, tp
+        assert part["lso"] == part["log_end"] == part["read_committed_end"], tp
+    expected = {tps[p]: [value_for(TXN_ID, p, i) for i in range(counts[p])] for p in written}
+    assert_finished(
+        first, [tp for tp in tps if tp not in unwritten], expected, {}, committed=False
+    )
+    assert_second_recovery_changes_nothing(log_dir, tps, first)
+    assert_id_usable(log_dir, TXN_ID, done["producer_epoch"])
