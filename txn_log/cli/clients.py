@@ -13,7 +13,9 @@ unless ``--timeout-ms`` (idle time) or ``--max-messages`` stops it first.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -123,27 +125,37 @@ def run_consume(args: argparse.Namespace) -> int:
         for tp in partitions
     }
     printed = 0
+    # Ctrl-C ends a follow, as it ends kafka-console-consumer: between two records, never in
+    # the middle of a read (a KeyboardInterrupt raised there could leave a lock of the log
+    # held, and closing the log would then wait for it forever)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
     try:
-        for line in follow(args, consumer, positions):
+        for line in follow(args, consumer, positions, stop):
             print(line, flush=True)
             printed += 1
-    except KeyboardInterrupt:  # Ctrl-C ends a follow, as it ends kafka-console-consumer
-        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print(f"Processed a total of {printed} message(s).", file=sys.stderr)
     return EXIT_OK
 
 
 def follow(
-    args: argparse.Namespace, consumer: Any, positions: dict[TopicPartition, int]
+    args: argparse.Namespace,
+    consumer: Any,
+    positions: dict[TopicPartition, int],
+    stop: threading.Event,
 ) -> Iterator[str]:
-    """The records from ``positions`` on, formatted, until ``--max-messages`` were given or
-    none arrived for ``--timeout-ms`` (without it: never; the caller stops on Ctrl-C)."""
+    """The records from ``positions`` on, formatted, until ``--max-messages`` were given, none
+    arrived for ``--timeout-ms`` (without it: never), or ``stop`` is set (Ctrl-C)."""
     given = 0
     idle_since = time.monotonic()
-    while True:
+    while not stop.is_set():
         for tp, start in positions.items():
             remaining = None if args.max_messages is None else args.max_messages - given
             for record in consumer.read(tp, start, max_records=remaining):
+                if stop.is_set():
+                    return
                 yield format_record(args, tp, record)
                 positions[tp] = record.offset + 1
                 given += 1
@@ -155,7 +167,7 @@ def follow(
         idle_ms = (time.monotonic() - idle_since) * 1000
         if done or (args.timeout_ms is not None and idle_ms >= args.timeout_ms):
             return
-        time.sleep(0.05)
+        stop.wait(0.05)
 
 
 def format_record(args: argparse.Namespace, tp: TopicPartition, record: ConsumerRecord) -> str:
