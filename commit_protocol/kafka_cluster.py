@@ -10,6 +10,7 @@ Below the backend (``kafka_backend``), its task transactions (``kafka_task``) an
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Hashable
 from typing import Any, Protocol
@@ -106,7 +107,24 @@ def check_reachable(cluster: ClusterSettings, timeout_s: float = REACHABLE_TIMEO
     wrong security setting is reported here too). As soon as librdkafka finds every bootstrap
     address down (a refused connection, a name that does not resolve) it refuses at once
     rather than at the timeout. Called on the driver when the options are parsed, before any
-    other client of the cluster is built."""
+    other client of the cluster is built. A cluster that answered once is not asked again in
+    this process: Spark builds the sink's writer anew for every micro-batch, twice, and each
+    check is a new client, whose first request costs a connection setup (about 15-55 ms);
+    an outage after that fails the clients that meet it, as one mid-query would anyway."""
+    with _REACHED_LOCK:
+        if cluster in _REACHED:
+            return
+    _ask(cluster, timeout_s)
+    with _REACHED_LOCK:
+        _REACHED.add(cluster)
+
+
+_REACHED: set[ClusterSettings] = set()
+_REACHED_LOCK = threading.Lock()
+
+
+def _ask(cluster: ClusterSettings, timeout_s: float) -> None:
+    """``check_reachable``'s question, asked with a new AdminClient."""
     handler = _LastMessage()
     logger = logging.Logger(f"txnlog.kafka.reachable.{id(handler)}")  # not in the registry
     logger.addHandler(handler)
