@@ -112,17 +112,26 @@ class _PartitionRead:
         )
         return int(low), int(high)
 
-    def _readable(self, start: int) -> OffsetRange | None:
-        """What is left of ``[start, end)`` in the log now (``data_loss``: from the log start
-        to the high watermark, whatever the isolation level); None when the partition is
+    def _bounds(self) -> tuple[int, int] | None:
+        """The log start and the end a read may reach now (from the log start to the high
+        watermark, whatever the isolation level: ``data_loss``); None when the partition is
         gone."""
         try:
             low, high = self._watermarks()
             if high < self.p.end and self.p.isolation_level != "read_uncommitted":
                 high = self._log_end()  # past the LSO: held back by an open transaction?
         except UnknownTopicOrPartitionError:
+            return None
+        return low, high
+
+    def _readable(self, start: int, bounds: tuple[int, int] | None = None) -> OffsetRange | None:
+        """What is left of ``[start, end)`` in the log (within ``bounds``, else the log's
+        bounds now); None when the partition is gone (reported)."""
+        bounds = self._bounds() if bounds is None else bounds
+        if bounds is None:
             report_partition_gone(self.p.fail_on_data_loss, self.tp, start, self.p.end)
             return None
+        low, high = bounds
         return readable_range(
             OffsetRange(self.tp, start, self.p.end),
             log_start=low,
@@ -136,9 +145,11 @@ class _PartitionRead:
         p = self.p
         if p.start >= p.end:  # planned empty: what it had was lost, and reported (planning)
             return
-        if not self._same_topic(p.fail_on_data_loss):
+        asked = self._ask_topic_id()  # answered while the log's bounds are asked
+        bounds = self._bounds()
+        if not self._same_topic(asked, p.fail_on_data_loss):
             return
-        kept = self._readable(p.start)
+        kept = self._readable(p.start, bounds)
         if kept is None or kept.start >= kept.end:
             return
         self.consumer.assign([KafkaTopicPartition(p.topic, p.partition, kept.start)])
@@ -173,25 +184,37 @@ class _PartitionRead:
                 if position < 0:
                     break
                 deadline = time.monotonic() + p.poll_timeout_ms / 1000
+        # re-created while being read? what was read may be the new topic's: the task fails
+        # whatever failOnDataLoss says (its retry finds the new id first and skips); asked
+        # before the last rows leave, answered after
+        asked = self._ask_topic_id()
         if self.rows.count:
             yield from self.rows.flush(self.tp)
-        # re-created while being read? what was read may be the new topic's: the task fails
-        # whatever failOnDataLoss says (its retry finds the new id first and skips)
-        self._same_topic(p.fail_on_data_loss or self.records > 0)
+        self._same_topic(asked, p.fail_on_data_loss or self.records > 0)
         stats = ReadStats(records=self.records)
         report_read(p.cluster.describe(), self.tp, kept.start, p.end, stats)
 
-    def _same_topic(self, fail_on_data_loss: bool) -> bool:
-        """Whether the partition's topic is still the one planned (its id unchanged, or no id
-        known); a vanished or re-created topic is reported as data loss."""
+    def _ask_topic_id(self) -> Any:
+        """The topic-id check's request, sent now (None when the task has no id to check)."""
         from txn_source.kafka_clients import admin_for
-        from txn_source.kafka_view import topic_id_of
+        from txn_source.kafka_view import ask_topic_id
 
         p = self.p
         if p.topic_id is None:
+            return None
+        return ask_topic_id(admin_for(p.cluster), p.cluster, p.topic, p.poll_timeout_ms / 1000)
+
+    def _same_topic(self, asked: Any, fail_on_data_loss: bool) -> bool:
+        """Whether the partition's topic is still the one planned (its id unchanged, or no id
+        known), by the answer to ``asked`` (``_ask_topic_id``); a vanished or re-created topic
+        is reported as data loss."""
+        from txn_source.kafka_view import topic_id_from
+
+        p = self.p
+        if asked is None:
             return True
         try:
-            now = topic_id_of(admin_for(p.cluster), p.cluster, p.topic, p.poll_timeout_ms / 1000)
+            now = topic_id_from(asked, p.cluster, p.topic, p.poll_timeout_ms / 1000)
         except UnknownTopicOrPartitionError:
             report_partition_gone(fail_on_data_loss, self.tp, p.start, p.end)
             return False

@@ -86,12 +86,23 @@ def topic_id_of(
     """The id of ``topic`` now, in Kafka's printed form (URL-safe base64, as the embedded log
     prints its ids); None when the cluster reports none; UnknownTopicOrPartitionError when the
     topic does not exist."""
+    return topic_id_from(ask_topic_id(admin, cluster, topic, timeout_s), cluster, topic, timeout_s)
 
-    def describe() -> Any:
-        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
-        return futures[topic].result(timeout_s)
 
-    description = call(f"describe_topics of {topic!r} in {cluster.describe()}", describe)
+def ask_topic_id(admin: AdminClient, cluster: KafkaCluster, topic: str, timeout_s: float) -> Any:
+    """``topic_id_of``'s request, sent now; ``topic_id_from`` reads its answer (so that a
+    caller can ask something else meanwhile)."""
+    what = f"describe_topics of {topic!r} in {cluster.describe()}"
+    return call(
+        what,
+        lambda: admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)[topic],
+    )
+
+
+def topic_id_from(asked: Any, cluster: KafkaCluster, topic: str, timeout_s: float) -> str | None:
+    """The answer to ``ask_topic_id``'s request (see ``topic_id_of``)."""
+    what = f"describe_topics of {topic!r} in {cluster.describe()}"
+    description = call(what, lambda: asked.result(timeout_s))
     printed = str(description.topic_id) if description.topic_id is not None else NO_TOPIC_ID
     return None if printed == NO_TOPIC_ID else printed
 
