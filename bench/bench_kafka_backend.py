@@ -1,4 +1,4 @@
-"""The Kafka backend's cost (issue 16): one pipeline, embedded mode against Kafka mode.
+"""The Kafka backend's cost (issues 16 and 27): one pipeline, embedded mode against Kafka mode.
 
 The pipeline is the main job's: ``orders`` (4 partitions; committed transactions, every third
 one aborted) → ``upper(value)`` → a fresh output topic of 3 partitions, a streaming query with
@@ -11,8 +11,10 @@ Trigger.AvailableNow and ``maxOffsetsPerTrigger``, exactly once. It runs
 
 The two alternate for ``--rounds`` rounds after a warm-up of each (timings move ±40% run to
 run on this machine, TESTING.md); the best rate of each is reported: committed input rows over
-the query's wall time, from ``start()`` to its end. Each run's output is counted (read_committed)
-and must hold every committed input row once. Target: Kafka mode ≥ 0.5 × embedded mode.
+the query's wall time, from ``start()`` to its end, and each round's own ratio (its two runs
+back to back, as near the same load as the machine allows). Each run's output is counted
+(read_committed) and must hold every committed input row once. Target: Kafka mode ≥ 0.8 ×
+embedded mode (issue 27; issue 16 asked 0.5), on the best rates.
 
 Prints PASS/MISS and never asserts. Creates its own local[2] session.
 
@@ -23,6 +25,8 @@ Prints PASS/MISS and never asserts. Creates its own local[2] session.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +38,7 @@ from demo.spark_session import local_session
 from txn_log.log import Log
 
 OUT_PARTITIONS = 3
-RATIO_TARGET = 0.5
+RATIO_TARGET = 0.8
 
 
 def run_query(
@@ -92,7 +96,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-kafka-backend-"))
     log_dir = work / "log"
     create_topics(log_dir)
-    run_workload(log_dir, args.transactions, args.per_transaction, 11, 0.0, 3, "bench-writer")
+    with contextlib.redirect_stdout(io.StringIO()):  # the workload prints a line a transaction
+        run_workload(log_dir, args.transactions, args.per_transaction, 11, 0.0, 3, "bench-writer")
     rows_in = committed_rows(log_dir, INPUT)
     print(f"input: {rows_in:,} committed rows in {INPUT} (every third transaction aborted)")
     spark = local_session("bench-kafka-backend", "local[2]")
@@ -114,6 +119,10 @@ def main() -> None:
         finally:
             server.stop()
             spark.stop()
+    for round_, (embedded, kafka) in enumerate(
+        zip(rates["embedded"], rates["kafka"], strict=True), 1
+    ):
+        print(f"round {round_}: ratio {kafka / embedded:.2f}")
     best = {mode: max(values) for mode, values in rates.items()}
     ratio = best["kafka"] / best["embedded"]
     verdict = "PASS" if ratio >= RATIO_TARGET else "MISS"

@@ -99,6 +99,7 @@ class KafkaBackend(TaskCommitBackend):
         self._max_bytes: dict[str, int] = {}
         self._drivers: dict[str, Producer] = {}
         self._drivers_lock = threading.Lock()
+        self._group_metadatas: dict[str, Any] = {}  # used under _drivers_lock
 
     @classmethod
     def open(cls, cluster: ClusterSettings, *, ledger_topic: str = LEDGER_TOPIC) -> KafkaBackend:
@@ -326,11 +327,17 @@ class KafkaBackend(TaskCommitBackend):
         return producer
 
     def _group_metadata(self, group_id: str) -> Any:
-        consumer = Consumer(self.cluster.client_config(group_id=group_id, enable_auto_commit=False))
-        try:
-            return consumer.consumer_group_metadata()
-        finally:
-            consumer.close()
+        """The group metadata ``send_offsets_to_transaction`` takes: of a consumer that never
+        joins (no member id, no generation), so one per group id serves every batch."""
+        metadata = self._group_metadatas.get(group_id)
+        if metadata is None:
+            config = self.cluster.client_config(group_id=group_id, enable_auto_commit=False)
+            consumer = Consumer(config)
+            try:
+                metadata = self._group_metadatas[group_id] = consumer.consumer_group_metadata()
+            finally:
+                consumer.close()
+        return metadata
 
     def fence(self, transactional_id: str) -> None:
         """Fence ``transactional_id``: whatever it had open is aborted (Kafka does not say

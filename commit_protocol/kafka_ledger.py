@@ -21,7 +21,11 @@ this one partition, so an open transaction of ANY sink (a task SIGKILLed between
 record and its commit stays open until its ``transaction.timeout.ms``, 900 s by default) holds
 the partition's last stable offset (LSO, B-03) back. A lookup of one key therefore:
 
-1. notes the high watermark, then the LSO (ListOffsets at both isolation levels: R-03, B-07);
+1. notes the high watermark and the LSO (ListOffsets at both isolation levels: R-03, B-07),
+   asked together in one round trip: in either order the lookup is right (an LSO taken first
+   is at most the high watermark taken after it, and every record of a transaction open then
+   lies between the two; an LSO taken after may pass that high watermark, and then nothing is
+   pending);
 2. if the LSO is below the high watermark, reads the unstable range ``[LSO, high watermark)``
    read_uncommitted and looks for records of ITS OWN key that could change the answer (for
    ``task_committed``/``is_batch_committed``: a batch id at or past the one asked about).
@@ -79,6 +83,17 @@ _NOT_KNOWN_YET = {
 }
 FIRST_WINDOW = 64
 """Records read in the first tail window; each further window is twice as large."""
+FETCH_WAIT_MAX_MS = 0
+"""How long the broker may hold a ledger consumer's fetch that has nothing new. A read stops on
+the consumer's position, never on an empty fetch, but librdkafka sends the next fetch (at the
+log end) as soon as a read's records arrive, and a connection carries one fetch at a time: the
+next lookup's first fetch waited for that one, up to librdkafka's default of 500 ms (measured:
+about 500 ms per lookup against ``txnlog serve``, whose long poll also waits at least its 10 ms
+poll interval for any wait above 0). A consumer is assigned only while it reads a range that
+holds records, so an answer at once costs at most a few empty fetches."""
+CONSUME_WAIT_S = 0.002
+"""One ``consume`` call's wait in a ledger read: short, as the read stops once the position
+reaches its end, which a call that waited for more records would only delay."""
 ZOMBIE_AFTER_S = 10.0
 """How long a transaction may hold the ledger's LSO with its ledger record sent before a
 lookup that needs to see past it fences its writer (see the module doc, step 3)."""
@@ -188,6 +203,8 @@ class LedgerReader:
         self._lock = threading.Lock()
         self._consumer = self._new_consumer(cluster, "read_committed")
         self._uncommitted = self._new_consumer(cluster, "read_uncommitted")
+        for consumer in (self._consumer, self._uncommitted):
+            self._know_topic(consumer)
 
     @staticmethod
     def _new_consumer(cluster: ClusterSettings, isolation_level: str) -> Consumer:
@@ -197,8 +214,24 @@ class LedgerReader:
                 enable_auto_commit=False,
                 isolation_level=isolation_level,
                 enable_partition_eof=False,
+                fetch_wait_max_ms=FETCH_WAIT_MAX_MS,  # the ledger's own: no user setting
             )
         )
+
+    def _know_topic(self, consumer: Consumer) -> None:
+        """Fetch the ledger topic's metadata into ``consumer``, twice (as
+        ``kafka_cluster.fenced_producer`` does, the second time over a broker's own
+        connection): a new consumer's first read otherwise found the topic unknown when its
+        first metadata answer was lost with the bootstrap connection, and waited for
+        librdkafka's refresh of unknown topics, once a second (measured: one new reader in
+        two took 1 s for its first lookup, 500 ms per consumer)."""
+        try:
+            for _ in range(2):
+                consumer.list_topics(self.topic, timeout=self._timeout_s)
+        except KafkaException as error:
+            raise ConfigError(
+                f"cannot read the metadata of ledger topic {self.topic!r}: {error.args[0]}"
+            ) from None
 
     def close(self) -> None:
         self._consumer.close()
@@ -271,16 +304,26 @@ class LedgerReader:
         return last
 
     def _offset(self, spec: OffsetSpec, isolation: IsolationLevel) -> int:
-        """ListOffsets, retried while the client's metadata does not know the topic yet (it
-        may have been created a moment ago)."""
+        """One ListOffsets (see ``_offsets_of``)."""
+        return self._offsets_of((spec, isolation))[0]
+
+    def _offsets_of(self, *asked: tuple[OffsetSpec, IsolationLevel]) -> list[int]:
+        """ListOffsets of partition 0 for each ``(spec, isolation)``, the answers in that
+        order: the requests leave together and are awaited together (one round trip, not one
+        each; the cluster may answer them in any order, which a lookup allows: module doc,
+        step 1); retried while the client's metadata does not know the topic yet (it may
+        have been created a moment ago)."""
         partition = KafkaPartition(self.topic, 0)
         deadline = time.monotonic() + self._timeout_s
         while True:
-            futures = self._admin.list_offsets(
-                {partition: spec}, isolation_level=isolation, request_timeout=self._timeout_s
-            )
+            futures = [
+                self._admin.list_offsets(
+                    {partition: spec}, isolation_level=isolation, request_timeout=self._timeout_s
+                )[partition]
+                for spec, isolation in asked
+            ]
             try:
-                return int(futures[partition].result(self._timeout_s).offset)
+                return [int(future.result(self._timeout_s).offset) for future in futures]
             except KafkaException as error:
                 code = error.args[0].code()
                 if code not in _NOT_KNOWN_YET or time.monotonic() >= deadline:
@@ -290,10 +333,13 @@ class LedgerReader:
             time.sleep(0.05)
 
     def _offsets(self) -> _Offsets:
-        """The high watermark first, then the log start and the LSO."""
-        high = self._offset(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
-        start = self._offset(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
-        stable = self._offset(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        """The high watermark, the log start and the LSO, asked after whatever the caller did
+        before (a task's fencing), in one round trip."""
+        high, start, stable = self._offsets_of(
+            (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED),
+            (OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
+        )
         return _Offsets(start, stable, high)
 
     def _wait_past(self, offset: int) -> int:
@@ -363,7 +409,7 @@ class LedgerReader:
                     f"ledger topic {self.topic!r}: reading offsets {low}..{high} stopped at "
                     f"{position} for {self._timeout_s:.0f} s"
                 )
-            for message in consumer.consume(500, 0.01):
+            for message in consumer.consume(500, CONSUME_WAIT_S):
                 error = message.error()
                 if error is not None:
                     raise ConfigError(f"reading ledger topic {self.topic!r}: {error}")

@@ -122,33 +122,26 @@ class KafkaTaskTransaction:
         """A no-op: librdkafka adds a partition to the transaction when it first sends to it."""
 
     def write(self, topic_partition: TopicPartition, records: Any) -> None:
+        """One ``produce()`` per row to the routed partition, with as little Python per row as
+        confluent-kafka allows: positional arguments (topic, value, key, partition, delivery
+        callback: keyword arguments cost more than the call itself, 1.1 against 0.4 us a row),
+        keywords only for the timestamps and headers of a batch that has such columns. Rows
+        keep their order; a full queue is waited out and the row sent again. (A callback set
+        once on the producer instead, ``on_delivery`` in its config, is no faster and fails
+        with a SystemError when a fenced producer reports its failed records.)"""
         self._check_usable()
         columns = _Columns.of(records)
         self._check_sizes(topic_partition, columns)
         producer = self.producer
         topic, partition = topic_partition.topic, topic_partition.partition
-        headers = columns.headers
-        for index, (value, key, timestamp) in enumerate(
-            zip(columns.values, columns.keys, columns.timestamps, strict=True)
-        ):
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        value,
-                        key,
-                        partition=partition,
-                        timestamp=timestamp,
-                        headers=headers[index] if headers is not None else None,
-                        on_delivery=self._delivered,
-                    )
-                    break
-                except BufferError:  # queue.buffering.max.kbytes reached: wait for deliveries
-                    producer.poll(0.05)
-                    self._check_delivery()
-                except KafkaException as error:
-                    self._failed = client_error(error, f"producing to {topic_partition}")
-                    raise self._failed from None
+        try:
+            if columns.headers is None and not columns.timed:
+                self._produce_plain(producer, topic, partition, columns)
+            else:
+                self._produce_each(producer, topic, partition, columns)
+        except KafkaException as error:
+            self._failed = client_error(error, f"producing to {topic_partition}")
+            raise self._failed from None
         self._counts[topic_partition] += records.num_rows
         self._sent_records += records.num_rows
         self._sent_bytes += columns.total_bytes
@@ -156,6 +149,52 @@ class KafkaTaskTransaction:
         if self._sent_records:
             held = len(producer) * self._sent_bytes // self._sent_records
             self._peak = max(self._peak, held)
+        self._check_delivery()
+
+    def _produce_plain(
+        self, producer: Producer, topic: str, partition: int, columns: _Columns
+    ) -> None:
+        """Values and keys only (the records take the time of the write)."""
+        produce, delivered = producer.produce, self._delivered
+        rows = zip(columns.values, columns.keys, strict=True)
+        value = key = None
+        retry = False
+        while True:
+            try:
+                if retry:
+                    produce(topic, value, key, partition, delivered)
+                    retry = False
+                for value, key in rows:
+                    produce(topic, value, key, partition, delivered)
+                return
+            except BufferError:  # queue.buffering.max.kbytes reached: wait for deliveries
+                retry = True
+                self._wait_for_room(producer)
+
+    def _produce_each(
+        self, producer: Producer, topic: str, partition: int, columns: _Columns
+    ) -> None:
+        """Rows with a timestamp column or headers."""
+        produce = producer.produce
+        headers = columns.headers
+        index, count = 0, columns.count
+        while index < count:
+            try:
+                produce(
+                    topic,
+                    columns.values[index],
+                    columns.keys[index],
+                    partition,
+                    self._delivered,
+                    timestamp=columns.timestamps[index],
+                    headers=headers[index] if headers is not None else None,
+                )
+                index += 1
+            except BufferError:
+                self._wait_for_room(producer)
+
+    def _wait_for_room(self, producer: Producer) -> None:
+        producer.poll(0.05)
         self._check_delivery()
 
     def _check_sizes(self, topic_partition: TopicPartition, columns: _Columns) -> None:
@@ -258,6 +297,7 @@ class _Columns:
         self.count = records.num_rows
         self.values = self._binary("value")
         self.keys = self._binary("key")
+        self.timed = "timestamp" in self.names
         self.timestamps = self._timestamps()
         self.value_lengths = self._lengths(self.values)
         self.key_lengths = self._lengths(self.keys)

@@ -34,6 +34,22 @@ KAFKA_EXTRA = (
 )
 
 
+CLIENT_DEFAULTS: tuple[tuple[str, str], ...] = (("reconnect.backoff.ms", "10"),)
+"""Settings of every client the connector builds, unless the user gives their own.
+
+``reconnect.backoff.ms``: librdkafka (since 2.10) drops the bootstrap brokers as soon as the
+cluster's metadata names its brokers, and a request still in flight on the bootstrap
+connection is lost; the client asks again on the broker's own connection only after its
+sparse-connection pause, half this setting (at least 11 ms): 50 ms at the default 100 ms, paid
+by every new client on its first request (each write task's transactional producer, each
+AdminClient). At 10 ms, a transactional producer's metadata and ``init_transactions`` took a
+median 19 ms instead of 58 ms against ``txnlog serve`` (40 each; the default also had 500 ms
+outliers, a lost coordinator lookup retried), an AdminClient's first ``list_topics`` 15 ms
+instead of 54 ms. Otherwise it only makes the first reconnection to a broker that went away
+come sooner (10 ms instead of 100 ms, still backing off exponentially up to
+``reconnect.backoff.max.ms``)."""
+
+
 @dataclass(frozen=True)
 class KafkaCluster:
     """A Kafka cluster and the client settings the user gave for it (picklable).
@@ -51,9 +67,11 @@ class KafkaCluster:
         return cls(bootstrap_servers, (("bootstrap.servers", bootstrap_servers),))
 
     def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
-        """A confluent-kafka config: the user's settings, then the connector's ``overrides``
-        (names spelled with ``_`` for ``.``: ``isolation_level="read_committed"``)."""
-        config: dict[str, str | int | bool] = dict(self.settings)
+        """A confluent-kafka config: ``CLIENT_DEFAULTS``, then the user's settings, then the
+        connector's ``overrides`` (names spelled with ``_`` for ``.``:
+        ``isolation_level="read_committed"``)."""
+        config: dict[str, str | int | bool] = dict(CLIENT_DEFAULTS)
+        config.update(self.settings)
         config.update({name.replace("_", "."): value for name, value in overrides.items()})
         return config
 

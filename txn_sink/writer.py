@@ -142,7 +142,8 @@ class TxnLogStreamWriter(DataSourceStreamArrowWriter):
         backend = open_backend(self._options)
         location = self._options.checkpoint_location
         consumed = read_source_offsets(location, batchId) if location else ()
-        offsets = [entry for entry in consumed if backend.topic_exists(entry[0])]
+        exists = {topic: backend.topic_exists(topic) for topic in {e[0] for e in consumed}}
+        offsets = [entry for entry in consumed if exists[entry[0]]]
         protocol = SinkCommitProtocol(backend, sink, self._options.task_settings)
         protocol.commit(batchId, _commits(messages), offsets)
         crash_point("sink.after_commit")  # committed; Spark's commit log entry not yet written

@@ -5,11 +5,13 @@ confluent-kafka consumer into Arrow batches of the embedded source's schema
 
 The consumer is *assigned* the partition at ``start`` (no subscribe, no group membership, no
 commits) with the planned isolation level, so read_committed filtering of aborted records and
-control markers is the client's (KIP-98). The read stops on the consumer's *position* reaching
-``end``, never on "the record at end-1 arrived": markers and aborted records leave gaps in the
-offsets delivered (SPARK-25005). The position is the offset after the last record delivered,
-or the fetch position a PARTITION_EOF event reports (past markers and aborted batches); a
-record at or past ``end`` also proves the position passed it, and is dropped.
+control markers is the client's (KIP-98); it and the AdminClient of the topic-id checks are the
+Python worker's, kept from one task to the next (``kafka_clients``). The read stops on the
+consumer's *position* reaching ``end``, never on "the record at end-1 arrived": markers and
+aborted records leave gaps in the offsets delivered (SPARK-25005). The position is the offset
+after the last record delivered, or the fetch position a PARTITION_EOF event reports (past
+markers and aborted batches); a record at or past ``end`` also proves the position passed it,
+and is dropped.
 
 A position that stops moving below ``end`` for ``poll_timeout_ms`` is data loss when the log no
 longer holds the offsets (start moved past them, or the log ends before ``end``: truncation, a
@@ -47,10 +49,6 @@ logger = logging.getLogger(__name__)
 CONSUME_BATCH = 10_000
 POLL_S = 1.0
 """One consume call's wait; the task waits up to ``poll_timeout_ms`` in all for progress."""
-FETCH_WAIT_MAX_MS = 50
-"""How long the broker may hold a fetch that has nothing new. A task whose range ends at the
-readable end learns it reached the end (PARTITION_EOF) only from such an empty fetch, so this
-is what each of those tasks waits at its end (librdkafka's default is 500 ms)."""
 _TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
 """confluent-kafka's timestamp type (NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME) -> Kafka's
 (-1, 0 CreateTime, 1 LogAppendTime), the ``timestampType`` column."""
@@ -72,19 +70,22 @@ class KafkaInputPartition(PlannedRange):
 
 
 def read_kafka_partition(p: KafkaInputPartition) -> Iterator[Any]:
-    """Arrow batches of the records of ``p`` its consumer delivers, in offset order."""
-    from confluent_kafka import Consumer
+    """Arrow batches of the records of ``p`` its consumer delivers, in offset order. The
+    consumer is the worker's idle one (``kafka_clients``), handed back once the whole range
+    was read, closed if the read failed or stopped early."""
+    from txn_source.kafka_clients import give_back, take_consumer
 
-    from txn_source.kafka_view import consumer_config
-
-    config = consumer_config(p.cluster, IsolationLevel.parse(p.isolation_level), "executor")
-    config["enable.partition.eof"] = True
-    config.setdefault("fetch.wait.max.ms", FETCH_WAIT_MAX_MS)  # the user's value wins
-    consumer = Consumer(config)
+    isolation_level = IsolationLevel.parse(p.isolation_level)
+    consumer = take_consumer(p.cluster, isolation_level)
+    read_whole = False
     try:
         yield from _PartitionRead(p, consumer).batches()
+        read_whole = True
     finally:
-        consumer.close()
+        if read_whole:
+            give_back(p.cluster, isolation_level, consumer)
+        else:
+            consumer.close()
 
 
 class _PartitionRead:
@@ -96,7 +97,6 @@ class _PartitionRead:
         self.tp = p.topic_partition
         self.rows = _Rows(p.include_headers)
         self.records = 0
-        self._admin: Any = None
 
     def _watermarks(self) -> tuple[int, int]:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -112,17 +112,26 @@ class _PartitionRead:
         )
         return int(low), int(high)
 
-    def _readable(self, start: int) -> OffsetRange | None:
-        """What is left of ``[start, end)`` in the log now (``data_loss``: from the log start
-        to the high watermark, whatever the isolation level); None when the partition is
+    def _bounds(self) -> tuple[int, int] | None:
+        """The log start and the end a read may reach now (from the log start to the high
+        watermark, whatever the isolation level: ``data_loss``); None when the partition is
         gone."""
         try:
             low, high = self._watermarks()
             if high < self.p.end and self.p.isolation_level != "read_uncommitted":
                 high = self._log_end()  # past the LSO: held back by an open transaction?
         except UnknownTopicOrPartitionError:
+            return None
+        return low, high
+
+    def _readable(self, start: int, bounds: tuple[int, int] | None = None) -> OffsetRange | None:
+        """What is left of ``[start, end)`` in the log (within ``bounds``, else the log's
+        bounds now); None when the partition is gone (reported)."""
+        bounds = self._bounds() if bounds is None else bounds
+        if bounds is None:
             report_partition_gone(self.p.fail_on_data_loss, self.tp, start, self.p.end)
             return None
+        low, high = bounds
         return readable_range(
             OffsetRange(self.tp, start, self.p.end),
             log_start=low,
@@ -136,9 +145,11 @@ class _PartitionRead:
         p = self.p
         if p.start >= p.end:  # planned empty: what it had was lost, and reported (planning)
             return
-        if not self._same_topic(p.fail_on_data_loss):
+        asked = self._ask_topic_id()  # answered while the log's bounds are asked
+        bounds = self._bounds()
+        if not self._same_topic(asked, p.fail_on_data_loss):
             return
-        kept = self._readable(p.start)
+        kept = self._readable(p.start, bounds)
         if kept is None or kept.start >= kept.end:
             return
         self.consumer.assign([KafkaTopicPartition(p.topic, p.partition, kept.start)])
@@ -173,26 +184,37 @@ class _PartitionRead:
                 if position < 0:
                     break
                 deadline = time.monotonic() + p.poll_timeout_ms / 1000
+        # re-created while being read? what was read may be the new topic's: the task fails
+        # whatever failOnDataLoss says (its retry finds the new id first and skips); asked
+        # before the last rows leave, answered after
+        asked = self._ask_topic_id()
         if self.rows.count:
             yield from self.rows.flush(self.tp)
-        # re-created while being read? what was read may be the new topic's: the task fails
-        # whatever failOnDataLoss says (its retry finds the new id first and skips)
-        self._same_topic(p.fail_on_data_loss or self.records > 0)
+        self._same_topic(asked, p.fail_on_data_loss or self.records > 0)
         stats = ReadStats(records=self.records)
         report_read(p.cluster.describe(), self.tp, kept.start, p.end, stats)
 
-    def _same_topic(self, fail_on_data_loss: bool) -> bool:
-        """Whether the partition's topic is still the one planned (its id unchanged, or no id
-        known); a vanished or re-created topic is reported as data loss."""
-        from txn_source.kafka_view import admin_client, topic_id_of
+    def _ask_topic_id(self) -> Any:
+        """The topic-id check's request, sent now (None when the task has no id to check)."""
+        from txn_source.kafka_clients import admin_for
+        from txn_source.kafka_view import ask_topic_id
 
         p = self.p
         if p.topic_id is None:
+            return None
+        return ask_topic_id(admin_for(p.cluster), p.cluster, p.topic, p.poll_timeout_ms / 1000)
+
+    def _same_topic(self, asked: Any, fail_on_data_loss: bool) -> bool:
+        """Whether the partition's topic is still the one planned (its id unchanged, or no id
+        known), by the answer to ``asked`` (``_ask_topic_id``); a vanished or re-created topic
+        is reported as data loss."""
+        from txn_source.kafka_view import topic_id_from
+
+        p = self.p
+        if asked is None:
             return True
-        if self._admin is None:
-            self._admin = admin_client(p.cluster)
         try:
-            now = topic_id_of(self._admin, p.cluster, p.topic, p.poll_timeout_ms / 1000)
+            now = topic_id_from(asked, p.cluster, p.topic, p.poll_timeout_ms / 1000)
         except UnknownTopicOrPartitionError:
             report_partition_gone(fail_on_data_loss, self.tp, p.start, p.end)
             return False
@@ -287,14 +309,14 @@ class _PartitionRead:
 
     def _log_end(self) -> int:
         """The high watermark, from a read_uncommitted consumer (this one's is the LSO)."""
-        from confluent_kafka import Consumer
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-        from txn_source.kafka_view import call, consumer_config
+        from txn_source.kafka_clients import give_back, take_consumer
+        from txn_source.kafka_view import call
 
         p = self.p
-        config = consumer_config(p.cluster, IsolationLevel.READ_UNCOMMITTED, "executor")
-        consumer = Consumer(config)
+        uncommitted = IsolationLevel.READ_UNCOMMITTED
+        consumer = take_consumer(p.cluster, uncommitted)
         try:
             _, high = call(
                 f"ListOffsets of {self.tp} in {p.cluster.describe()}",
@@ -302,8 +324,10 @@ class _PartitionRead:
                     KafkaTopicPartition(p.topic, p.partition), timeout=p.poll_timeout_ms / 1000
                 ),
             )
-        finally:
+        except BaseException:
             consumer.close()
+            raise
+        give_back(p.cluster, uncommitted, consumer)
         return int(high)
 
 

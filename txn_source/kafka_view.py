@@ -29,8 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import IsolationLevel as AdminIsolationLevel
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from datasource_options.location import KafkaCluster
 from offsets.offset_range import OffsetRange
@@ -86,12 +87,23 @@ def topic_id_of(
     """The id of ``topic`` now, in Kafka's printed form (URL-safe base64, as the embedded log
     prints its ids); None when the cluster reports none; UnknownTopicOrPartitionError when the
     topic does not exist."""
+    return topic_id_from(ask_topic_id(admin, cluster, topic, timeout_s), cluster, topic, timeout_s)
 
-    def describe() -> Any:
-        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
-        return futures[topic].result(timeout_s)
 
-    description = call(f"describe_topics of {topic!r} in {cluster.describe()}", describe)
+def ask_topic_id(admin: AdminClient, cluster: KafkaCluster, topic: str, timeout_s: float) -> Any:
+    """``topic_id_of``'s request, sent now; ``topic_id_from`` reads its answer (so that a
+    caller can ask something else meanwhile)."""
+    what = f"describe_topics of {topic!r} in {cluster.describe()}"
+    return call(
+        what,
+        lambda: admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)[topic],
+    )
+
+
+def topic_id_from(asked: Any, cluster: KafkaCluster, topic: str, timeout_s: float) -> str | None:
+    """The answer to ``ask_topic_id``'s request (see ``topic_id_of``)."""
+    what = f"describe_topics of {topic!r} in {cluster.describe()}"
+    description = call(what, lambda: asked.result(timeout_s))
     printed = str(description.topic_id) if description.topic_id is not None else NO_TOPIC_ID
     return None if printed == NO_TOPIC_ID else printed
 
@@ -186,6 +198,40 @@ class KafkaView:
     def log_end(self, topic_partition: TopicPartition) -> int:
         return self._watermarks(self._uncommitted, topic_partition)[1]
 
+    def log_bounds(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """One metadata request, then the log start and the high watermark of every existing
+        partition in two ListOffsets requests sent together (planning asked three round trips
+        per partition before)."""
+        topics = self._topics()
+        bounds: dict[TopicPartition, tuple[int, int] | None] = {tp: None for tp in partitions}
+        present = [tp for tp in partitions if tp.partition < topics.get(tp.topic, 0)]
+        if not present:
+            return bounds
+        asked = {KafkaTopicPartition(tp.topic, tp.partition): tp for tp in present}
+        what = f"ListOffsets of {len(present)} partitions in {self.cluster.describe()}"
+
+        def ask(spec: OffsetSpec) -> dict[Any, Any]:
+            return call(
+                what,
+                lambda: self.admin().list_offsets(
+                    dict.fromkeys(asked, spec),
+                    isolation_level=AdminIsolationLevel.READ_UNCOMMITTED,
+                    request_timeout=DRIVER_TIMEOUT_S,
+                ),
+            )
+
+        starts, ends = ask(OffsetSpec.earliest()), ask(OffsetSpec.latest())
+        for kafka_tp, tp in asked.items():
+            try:
+                start = call(what, lambda f=starts[kafka_tp]: f.result(DRIVER_TIMEOUT_S))
+                end = call(what, lambda f=ends[kafka_tp]: f.result(DRIVER_TIMEOUT_S))
+            except UnknownTopicOrPartitionError:  # gone since the metadata answered
+                continue
+            bounds[tp] = (int(start.offset), int(end.offset))
+        return bounds
+
     def for_timestamp(self, topic_partition: TopicPartition, timestamp_ms: int) -> int | None:
         """First offset with a timestamp ≥ ``timestamp_ms``, capped at the readable end (T-17,
         as the embedded consumer): a broker answers "none" under read_committed when the
@@ -214,9 +260,13 @@ class KafkaView:
 
     def topic_id(self, topic_partition: TopicPartition) -> str | None:
         """The id of the partition's topic now (None: the cluster reports no ids)."""
+        return topic_id_of(self.admin(), self.cluster, topic_partition.topic, DRIVER_TIMEOUT_S)
+
+    def admin(self) -> AdminClient:
+        """The view's AdminClient, built on first use."""
         if self._admin is None:
             self._admin = admin_client(self.cluster)
-        return topic_id_of(self._admin, self.cluster, topic_partition.topic, DRIVER_TIMEOUT_S)
+        return self._admin
 
     # --- transactions ----------------------------------------------------------------------------
 

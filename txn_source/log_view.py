@@ -74,6 +74,14 @@ class LogView:
     def log_end(self, topic_partition: TopicPartition) -> int:
         return self._log.partition_log(topic_partition).log_end_offset
 
+    def log_bounds(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        return {
+            tp: (self.earliest(tp), self.log_end(tp)) if self.exists(tp) else None
+            for tp in partitions
+        }
+
     def for_timestamp(self, topic_partition: TopicPartition, timestamp_ms: int) -> int | None:
         return self._consumer.offset_for_timestamp(topic_partition, timestamp_ms)
 

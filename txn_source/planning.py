@@ -81,19 +81,20 @@ def plan_input_partitions(
         max_records_per_partition=options.max_records_per_partition,
     )
     logger.info("planned %d tasks over %s", len(tasks), ", ".join(map(str, ranges)) or "nothing")
-    bounds = _LogBounds(view)
+    bounds = _LogBounds(view, [r.topic_partition for r in ranges])
     for empty in (r for r in ranges if r.size == 0):  # no task, but a vanished partition is
         bounds.readable(options, empty)  # reported all the same
     return [_input_partition(view, options, bounds, bounds.readable(options, r)) for r in tasks]
 
 
 class _LogBounds:
-    """What the log holds of each partition now, and each topic's id, looked up once per
-    partition (topic) of a plan."""
+    """What the log holds of each partition of a plan now, and each topic's id: the ids first,
+    then every partition's bounds in one ``log_bounds`` call, when the first is needed."""
 
-    def __init__(self, view: SourceView) -> None:
+    def __init__(self, view: SourceView, partitions: list[TopicPartition]) -> None:
         self._view = view
-        self._known: dict[TopicPartition, tuple[int, int] | None] = {}
+        self._partitions = partitions
+        self._known: dict[TopicPartition, tuple[int, int] | None] | None = None
         self._topic_ids: dict[str, str | None] = {}
 
     def topic_id(self, tp: TopicPartition) -> str | None:
@@ -103,17 +104,15 @@ class _LogBounds:
         return self._topic_ids[tp.topic]
 
     def _of(self, tp: TopicPartition) -> tuple[int, int] | None:
-        """``(log start, log end)``; None when the partition is gone. The topic's id is taken
-        first: a topic re-created after it cannot lend its bounds to a task that names the
-        old id's successor, so the executor sees the change and reports it."""
-        if tp not in self._known:
-            view = self._view
-            if not view.exists(tp):
-                self._known[tp] = None
-            else:
-                self.topic_id(tp)
-                self._known[tp] = (view.earliest(tp), view.log_end(tp))
-        return self._known[tp]
+        """``(log start, log end)``; None when the partition is gone. The topics' ids are
+        taken first: a topic re-created after it cannot lend its bounds to a task that names
+        the old id's successor, so the executor sees the change and reports it."""
+        if self._known is None:
+            for planned in self._partitions:
+                if planned.topic not in self._topic_ids and self._view.exists(planned):
+                    self.topic_id(planned)
+            self._known = self._view.log_bounds(self._partitions)
+        return self._known.get(tp)
 
     def readable(self, options: SourceOptions, planned: OffsetRange) -> OffsetRange:
         """``planned`` cut to what the log holds (the loss reported); an empty range at

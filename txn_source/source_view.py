@@ -31,6 +31,13 @@ class SourceView(OffsetLookup, Protocol):
 
     def exists(self, tp: TopicPartition) -> bool: ...
 
+    def log_bounds(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """``(log start, log end)`` of each partition now, whatever the isolation level;
+        None for one that does not exist."""
+        ...
+
     def latest_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
 
     def topic_id(self, topic_partition: TopicPartition) -> str | None:

@@ -53,6 +53,31 @@ def test_a_reachable_cluster_passes(served: ServeProcess) -> None:  # noqa: F811
     check_reachable(KafkaCluster.at(served.bootstrap))
 
 
+def test_a_cluster_that_answered_is_not_asked_again_by_this_process(
+    served: ServeProcess,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sink's writer is built twice per micro-batch; one new client per process and
+    cluster is enough. A cluster that did not answer is asked each time."""
+    asked: list[str] = []
+    ask = kafka_cluster._ask
+
+    def counted(cluster: Any, timeout_s: float) -> None:
+        asked.append(cluster.bootstrap_servers)
+        ask(cluster, timeout_s)
+
+    monkeypatch.setattr(kafka_cluster, "_ask", counted)
+    monkeypatch.setattr(kafka_cluster, "_REACHED", set())
+    for _ in range(3):
+        check_reachable(KafkaCluster.at(served.bootstrap))
+    assert asked == [served.bootstrap]
+    nowhere = f"127.0.0.1:{closed_port()}"
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="cannot reach"):
+            check_reachable(KafkaCluster.at(nowhere))
+    assert asked == [served.bootstrap, nowhere, nowhere]
+
+
 def test_the_source_and_the_sink_check_the_cluster_when_they_parse_their_options(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

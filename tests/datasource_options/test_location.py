@@ -41,6 +41,16 @@ def test_bootstrap_servers_alone_is_a_cluster_with_every_kafka_setting() -> None
     assert config["enable.auto.commit"] is False
 
 
+def test_the_connector_default_settings_yield_to_the_users() -> None:
+    defaults = KafkaCluster.at("h:1").client_config()
+    assert defaults["reconnect.backoff.ms"] == "10"  # CLIENT_DEFAULTS
+    cluster = parse_location(
+        {"kafka.bootstrap.servers": "h:1", "kafka.reconnect.backoff.ms": "250"}, usage=USAGE
+    )
+    assert isinstance(cluster, KafkaCluster)
+    assert cluster.client_config()["reconnect.backoff.ms"] == "250"
+
+
 def test_both_or_neither_is_refused_naming_both_options(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"'path'.*'kafka.bootstrap.servers'.*exactly one"):
         parse_location({"path": str(tmp_path), "kafka.bootstrap.servers": "h:1"}, usage=USAGE)

@@ -26,7 +26,7 @@ from txn_log.consumer.read_committed import IsolationLevel
 from txn_log.errors import OffsetOutOfRangeError
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
-from txn_source import kafka_partition
+from txn_source import kafka_clients, kafka_partition
 from txn_source.kafka_partition import KafkaInputPartition, read_kafka_partition
 from txn_source.kafka_view import KafkaClientError
 from txn_source.log_view import LogView
@@ -114,6 +114,37 @@ def test_batches_have_the_embedded_schema_and_a_bounded_size(
         batches = list(read_kafka_partition(task(served, gapped, 0, 10, include_headers=headers)))
         assert [b.num_rows for b in batches] == [2, 2, 1]
         assert all(b.schema == arrow_kafka_schema(headers) for b in batches)
+
+
+def test_a_worker_reuses_its_consumer_and_no_task_sees_another_tasks_records(
+    served: ServeProcess, log: Log, gapped: str
+) -> None:
+    """One consumer reads task after task (``kafka_clients``), each exactly its own range,
+    whatever the last one had fetched beyond its end; a task whose reader stops early closes
+    its consumer instead of handing it back."""
+    other = gapped + "-other"
+    log.create_topic(other, partitions=2)
+    for partition in (0, 1):
+        producer = log.producer(f"o{partition}")
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(5):
+            producer.send(other, b"p%d-%d" % (partition, i), partition=partition)
+        producer.commit_transaction()
+    kafka_clients.close_idle()
+    assert read(task(served, gapped, 0, 3)) == at([0, 1, 2], A)  # 7, 8, ... fetched beyond
+    (reused,) = kafka_clients._idle[(cluster_of(served), IsolationLevel.READ_COMMITTED)]
+    assert read(task(served, other, 1, 3, partition=1)) == at([1, 2], [b"p1-1", b"p1-2"])
+    assert read(task(served, other, 2, 4)) == at([2, 3], [b"p0-2", b"p0-3"])
+    assert read(task(served, gapped, 5, 9)) == at([7, 8], B)
+    assert kafka_clients._idle[(cluster_of(served), IsolationLevel.READ_COMMITTED)] == [reused]
+    stopped = read_kafka_partition(task(served, other, 0, 5, partition=1))
+    next(stopped)
+    stopped.close()  # Spark stopped reading (a limit): the consumer is not handed back
+    assert kafka_clients._idle[(cluster_of(served), IsolationLevel.READ_COMMITTED)] == []
+    assert read(task(served, other, 0, 5, partition=1)) == at(
+        [0, 1, 2, 3, 4], [b"p1-%d" % i for i in range(5)]
+    )
 
 
 def test_the_same_rows_as_the_embedded_source_on_the_same_log(

@@ -77,6 +77,10 @@ def test_b07_t17_offsets_at_each_isolation_level_are_the_embedded_views(
                 for part in (tp, empty):
                     got = (kafka.earliest(part), kafka.latest(part), kafka.log_end(part))
                     assert got == (local.earliest(part), local.latest(part), local.log_end(part))
+                missing = [TopicPartition(topic, 2), TopicPartition(f"{topic}-none", 0)]
+                bounds = kafka.log_bounds([tp, empty, *missing])
+                assert bounds == local.log_bounds([tp, empty, *missing])
+                assert bounds == {tp: (0, 7), empty: (0, 0), missing[0]: None, missing[1]: None}
                 for ts in (T0 - 1, T0 + 15, T0 + 30, T0 + 31, 2 * T0):
                     assert kafka.for_timestamp(tp, ts) == local.for_timestamp(tp, ts)
         with view(served) as kafka:
