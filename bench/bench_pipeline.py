@@ -46,7 +46,7 @@ VARIANTS = ("ceiling", "read", "write", "pipeline")
 def build_input(path: Path, rows: int, varied: bool = False) -> None:
     """``rows`` committed rows in ``INPUT``, split over its partitions, as the blank source
     makes them; ``varied``: values of 50 to 150 bytes instead (records of one size are found
-    faster, ``columnar_decode._uniform_starts``)."""
+    faster, ``columnar_decode._run_starts``)."""
     with Log.open(path) as log:
         log.create_topic(INPUT, INPUT_PARTITIONS, config={"segment.bytes": str(1 << 30)})
         block = chunk()

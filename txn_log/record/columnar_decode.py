@@ -2,12 +2,14 @@
 
 Layout of one record is documented in ``codec``. Decoding runs in three steps:
 
-1. **Record starts** (the only sequential step, F-18): when the section divides evenly into
-   records as long as the first (fixed-size keys and values), every assumed start is checked
-   at once in numpy to declare that length, which proves the chain; otherwise a tight Python
-   loop over the ``bytes`` reads each record's length varint (1-2 bytes for records under
-   8 KiB) through a 256 x 256 step table and jumps to the next record. Lengths of 3+ bytes,
-   or anything odd, fall back to an exact loop that names the first bad record.
+1. **Record starts** (the only sequential step, F-18): records that come in runs of equal
+   length (a producer's usually do: a length grows by a byte where the offset delta reaches
+   64 or the timestamp delta 64 ms) are found a run at a time in numpy, each assumed start
+   checked to declare exactly the run's length, which proves the chain; after a few short
+   runs, a tight Python loop over the ``bytes`` takes the rest, reading each record's length
+   varint (1-2 bytes for records under 8 KiB) through a 256 x 256 step table and jumping to
+   the next record. Lengths of 3+ bytes, or anything odd, fall back to an exact loop that
+   names the first bad record.
 2. **Fields**: every other field of every record is decoded at once with numpy gathers
    (``varint.decode_short_varint_array``, three gathers per field for 1-2 byte varints).
 3. **Columns**: one Arrow ``take`` copies all keys and values out of the records buffer in
@@ -35,6 +37,7 @@ from txn_log.record.varint import (
     decode_short_varint_array,
     decode_varint,
     decode_varint_array,
+    pair_spans,
     pair_view,
 )
 
@@ -85,34 +88,49 @@ def _fast_starts(data: Records, position: int, end: int, count: int) -> list[int
     return starts if position == end else None
 
 
-def _uniform_starts(
-    data: Records, pairs: Any, position: int, end: int, count: int
-) -> tuple[Any, Any, Any] | None:
-    """``(starts, lengths, length sizes)`` when every record is as long as the first, in
-    numpy; None otherwise (most variable-size batches fail the first, O(1) test).
+_SHORT_RUN = 32
+"""A run of equal-length records shorter than this counts against ``_run_starts``' budget."""
+_SHORT_RUNS_ALLOWED = 4
+"""After this many short runs the loop takes the rest: its cost per record beats numpy's
+fixed cost per run."""
 
-    Record ``i`` is assumed to start at ``position + i * stride``; each assumed start is read
-    and must declare a length whose varint and body take exactly ``stride`` bytes, so each
-    record ends where the next is assumed to start and the last one at ``end``: the chain
-    the loop would have followed (F-18).
+
+def _run_starts(pairs: Any, position: int, end: int, count: int) -> tuple[list[Any], int, int]:
+    """``(starts, found, position)``: where the leading records start while they come in runs
+    of equal length, found in numpy a run at a time, and where the rest begins.
+
+    A producer's records usually come in a few long runs (a length grows by a byte where the
+    offset delta reaches 64 or the timestamp delta 64 ms). From a record start whose length
+    takes ``stride`` bytes (varint included), the next records are assumed to start every
+    ``stride`` bytes; each assumed start is read and accepted while it declares a length of
+    exactly ``stride`` bytes too, so each accepted record ends where the next was assumed to
+    start: the chain the loop would have followed (F-18). The window of assumed starts
+    doubles with each full run; after a few short runs the caller's loop takes the rest.
+    ``found`` < ``count`` when the records stop coming in runs (the caller continues from
+    ``position``); the caller checks that the last record ends at ``end``.
     """
-    span = end - position
-    if count < 2 or span % count:
-        return None
-    stride = span // count
-    try:
-        if _LENGTH_STEPS[data[position]][data[position + 1]] != stride:
-            return None
-    except IndexError:
-        return None
-    starts = np.arange(position, end, stride, dtype=np.int64)
-    short = decode_short_varint_array(pairs, starts)
-    if short is None:
-        return None
-    lengths, sizes = short
-    if not (lengths + sizes == stride).all():
-        return None
-    return starts, lengths, sizes
+    steps = pair_spans()
+    limit = len(pairs)
+    chunks: list[Any] = []
+    found = 0
+    window = 64
+    short_runs = 0
+    while found < count and position < limit and short_runs < _SHORT_RUNS_ALLOWED:
+        stride = int(steps[pairs[position]])
+        if stride < MIN_RECORD_SIZE:
+            break
+        size = min(count - found, window, (end - position) // stride)
+        if size < 1:
+            break
+        assumed = np.arange(position, position + size * stride, stride, dtype=np.int64)
+        matches = steps[pairs[assumed]] == stride  # every assumed start is before ``end``
+        run = size if bool(matches.all()) else int(matches.argmin())
+        chunks.append(assumed[:run])
+        found += run
+        position += run * stride
+        window = 2 * window if run == size else 64
+        short_runs += run < _SHORT_RUN
+    return chunks, found, position
 
 
 def _exact_starts(data: Records, position: int, end: int, count: int) -> list[int]:
@@ -160,15 +178,15 @@ def _record_bounds(
     data: Records, buf: Any, pairs: Any, position: int, end: int, count: int
 ) -> tuple[Any, Any]:
     """``(body_starts, ends)``: where each record's attributes byte sits and where it ends."""
-    uniform = _uniform_starts(data, pairs, position, end, count)
-    if uniform is not None:
-        starts, length, size = uniform
-    elif (fast := _fast_starts(data, position, end, count)) is not None:
-        starts = np.fromiter(fast, dtype=np.int64, count=count)
-        length, size = _varints(buf, pairs, starts, MAX_VARINT_BYTES)
+    chunks, found, resume = _run_starts(pairs, position, end, count)
+    if found == count and resume == end:
+        starts = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    elif (fast := _fast_starts(data, resume, end, count - found)) is not None:
+        chunks.append(np.fromiter(fast, dtype=np.int64, count=count - found))
+        starts = np.concatenate(chunks)
     else:
         starts = np.array(_exact_starts(data, position, end, count), dtype=np.int64)
-        length, size = decode_varint_array(buf, starts, MAX_VARINT_BYTES)
+    length, size = _varints(buf, pairs, starts, MAX_VARINT_BYTES)
     if length.min() < MIN_RECORD_SIZE - 1:  # the step table assumed non-negative lengths
         raise CorruptRecordError(f"a record declares length {int(length.min())}")
     ends = np.empty_like(starts)

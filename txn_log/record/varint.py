@@ -190,6 +190,18 @@ def _pair_tables() -> tuple[Any, Any]:
     return (raw >> 1) ^ -(raw & 1), sizes
 
 
+@functools.cache
+def pair_spans() -> Any:
+    """For every little-endian byte pair ``b0 | b1 << 8``: the bytes that the varint it leads
+    and the length that varint declares span together (size + value), or -1 when the varint
+    takes more than two bytes or is negative. A record's length varint at ``p`` thus gives
+    the distance to the next record: ``pair_spans()[pairs[p]]`` (``columnar_decode``)."""
+    import numpy as np
+
+    values, sizes = _pair_tables()
+    return np.where((sizes > 0) & (values >= 0), sizes + values, -1)
+
+
 def pair_view(buf: Any) -> Any:
     """uint16 view of a uint8 array: element ``p`` is ``buf[p] | buf[p + 1] << 8`` (no copy)."""
     import numpy as np

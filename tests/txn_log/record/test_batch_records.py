@@ -80,7 +80,7 @@ def test_records_of_one_size_found_at_once_agree_with_the_walk(
     count: int, key_size: int, value_size: int, data: st.DataObject
 ) -> None:
     """Sections whose records all have the first one's length take the all-at-once start
-    finder (``_uniform_starts``): for intact ones, one record resized (the same section
+    finder (``_run_starts``, one run): for intact ones, one record resized (the same section
     length made by another split), mutated bytes and wrong counts, it agrees with the
     record-by-record walk (F-18)."""
     key = b"k" * key_size if key_size else None
@@ -95,6 +95,37 @@ def test_records_of_one_size_found_at_once_agree_with_the_walk(
         at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
         batch[at] = data.draw(st.integers(0, 255))
     count += data.draw(st.sampled_from([0, 0, 0, -1, 1]))
+    section = bytes(batch)
+    by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
+    assert outcome(numpy_walk, section, count) == by_record
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 90), st.integers(0, 140)),  # (run length, value length)
+        min_size=1,
+        max_size=6,
+    ),
+    st.data(),
+)
+def test_records_in_runs_of_one_size_found_at_once_agree_with_the_walk(
+    runs: list[tuple[int, int]], data: st.DataObject
+) -> None:
+    """Sections whose records come in runs of equal length (a producer's batch: lengths grow by
+    a byte where the offset delta reaches 64 or the timestamp delta 64 ms) take the run-by-run
+    start finder (``_run_starts``), falling back to the loop after short runs: for intact
+    sections, mutated bytes and wrong counts, it agrees with the record-by-record walk (F-18)."""
+    shapes = [(b"v" * size, NOW + delta) for run, size in runs for delta in range(run)]
+    if data.draw(st.booleans()):  # timestamps spread over seconds: 1- to 3-byte deltas
+        shapes = [(value, NOW + index * 37) for index, (value, _) in enumerate(shapes)]
+    batch = bytearray(encode_records([(None, v, t, ()) for v, t in shapes], now_ms=NOW))
+    for _ in range(data.draw(st.integers(0, 2))):
+        at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
+        batch[at] = data.draw(st.integers(0, 255))
+    count = len(shapes) + data.draw(st.sampled_from([0, 0, 0, -1, 1]))
+    if count < 1:
+        return
     section = bytes(batch)
     by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
     assert outcome(numpy_walk, section, count) == by_record
