@@ -59,6 +59,9 @@ class RunRecord:
     result: str
     first_error: str
     duration_s: float
+    server_cpu_s: float = -1.0
+    """CPU seconds (user + system) the run's server spent, -1 unknown: how much of the run's
+    time was the server's work."""
     variants: dict[str, str] = field(default_factory=dict)
     subtests_passed: int = 0
     subtests_skipped: int = 0
@@ -166,7 +169,8 @@ def _by_label(records: list[RunRecord]) -> dict[str, dict[str, RunRecord]]:
 def _cell(record: RunRecord | None) -> str:
     if record is None:
         return "-"
-    return f"{record.result} ({record.duration_s:.0f}s)"
+    cpu = f", server {record.server_cpu_s:.0f}s cpu" if record.server_cpu_s >= 0 else ""
+    return f"{record.result} ({record.duration_s:.0f}s{cpu})"
 
 
 def _row(cells: list[str], widths: list[int]) -> str:

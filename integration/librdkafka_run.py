@@ -84,6 +84,7 @@ def run_one(run: Run, mode: str, context: Context) -> report.RunRecord:
                 if server.process.poll() is not None:
                     record.server_note = f"server exited ({server.process.returncode}) mid-test"
             finally:
+                record.server_cpu_s = _cpu_seconds(server.process.pid)
                 stopped = server.stop()
         if stopped not in (0, None) and not record.server_note:
             record.server_note = f"server stop: exit status {stopped}"
@@ -92,6 +93,15 @@ def run_one(run: Run, mode: str, context: Context) -> report.RunRecord:
         record.duration_s = round(time.monotonic() - clock, 1)
         shutil.rmtree(workdir, ignore_errors=True)
     return record
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of a running process (Linux ``/proc``), -1 unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return -1.0
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
 
 
 def _serve_flags(run: Run, workdir: Path) -> list[str]:

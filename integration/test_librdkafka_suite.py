@@ -4,6 +4,9 @@ Runs no librdkafka and no server."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from integration.librdkafka_catalogue import (
     select_numbers,
 )
 from integration.librdkafka_report import judge
-from integration.librdkafka_run import _serve_flags
+from integration.librdkafka_run import Context, _cpu_seconds, _serve_flags, _write_test_conf
 from txn_wire.acl import load_acls
 
 TABLE = """
@@ -156,3 +159,33 @@ def test_without_a_built_librdkafka_it_says_what_it_needs_and_exits_0(
     monkeypatch.setenv("LIBRDKAFKA_TESTS", str(tmp_path))
     assert librdkafka_suite.main([]) == 0
     assert "has no built test-runner" in capsys.readouterr().out
+
+
+def test_the_test_runner_gets_the_harness_timeout_multiplier_unless_told_otherwise(
+    tmp_path: Path,
+) -> None:
+    """librdkafka's own harness hands its test-runner ``test.timeout.multiplier=2``
+    (``LibrdkafkaTestApp.py``); the runner writes the same unless ``--timeout-multiplier``
+    says otherwise, and the summary's header names it."""
+    for argv, expected in (([], 2.0), (["--timeout-multiplier", "1"], 1.0)):
+        args = librdkafka_suite._parser().parse_args(argv)
+        context = Context(tmp_path, tmp_path, "3.9.0", 60, args.timeout_multiplier, False)
+        conf = _write_test_conf(tmp_path, "127.0.0.1:9092", context)
+        assert f"test.timeout.multiplier={expected}" in conf.read_text().splitlines()
+
+
+def test_a_runs_server_cpu_seconds_are_read_from_proc() -> None:
+    """The summary gives each run's server CPU time, to tell the server's work from the
+    client's waits: a process that burned CPU shows it, a gone one is unknown (-1)."""
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nx = sum(range(10**8))\nsys.stdin.read()"],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while _cpu_seconds(busy.pid) < 0.2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _cpu_seconds(busy.pid) >= 0.2
+    finally:
+        busy.communicate(b"")
+    assert _cpu_seconds(busy.pid) == -1.0
