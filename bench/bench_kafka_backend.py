@@ -116,9 +116,9 @@ def main() -> None:
                     print(f"{label:<8} {mode:<9} {seconds:7.2f} s {rate:>10,.0f} rows/s  {check}")
                     if round_ > 0:
                         rates[mode].append(rate)
-        finally:
-            server.stop()
+        finally:  # Spark first: its Python workers keep Kafka clients of the server open
             spark.stop()
+            server.stop()
     for round_, (embedded, kafka) in enumerate(
         zip(rates["embedded"], rates["kafka"], strict=True), 1
     ):
