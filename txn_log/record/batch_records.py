@@ -73,12 +73,18 @@ class RecordsSummary:
     """What validation needs to know of a batch's records once they are shown well formed."""
 
     records: int
-    null_key_indexes: tuple[int, ...]
-    """Where in the batch (0-based) the records without a key are."""
+    null_keys: int
+    """How many records have no key."""
+    keyless: Any
+    """Which records have no key: a tuple of their indexes, or a numpy bool per record (the
+    indexes are listed only when asked for: a compacted topic refuses such a batch)."""
 
     @property
-    def null_keys(self) -> int:
-        return len(self.null_key_indexes)
+    def null_key_indexes(self) -> tuple[int, ...]:
+        """Where in the batch (0-based) the records without a key are."""
+        if isinstance(self.keyless, tuple):
+            return self.keyless
+        return tuple(np.flatnonzero(self.keyless).tolist())
 
 
 def check_records(
@@ -99,17 +105,17 @@ def check_records(
     check_count(header, end - position)
     count = header.records_count
     if count == 0:
-        return RecordsSummary(0, ())
+        return RecordsSummary(0, 0, ())
     if count <= SMALL_BATCH_RECORDS:  # numpy's fixed cost outweighs a loop over a few records
         deltas, null_keys = _walk_records(records, position, end, count)
         if deltas != list(range(count)) or (stored and count - 1 > header.last_offset_delta):
             _check_offset_deltas(np.array(deltas, dtype=np.int64), header, stored=stored)
-        return RecordsSummary(count, null_keys)
+        return RecordsSummary(count, len(null_keys), null_keys)
     layout = record_layout(records, position, end, count)
     headers_column(records, layout)  # every record's fields add up to its length (F-18)
     _check_offset_deltas(layout.offset_delta, header, stored=stored)
-    null_keys = tuple(np.flatnonzero(layout.key_length < 0).tolist())
-    return RecordsSummary(count, null_keys)
+    keyless = layout.key_length < 0
+    return RecordsSummary(count, int(np.count_nonzero(keyless)), keyless)
 
 
 def _walk_records(
