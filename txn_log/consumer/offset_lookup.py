@@ -5,7 +5,8 @@ Kafka's sentinels, for ``txnlog serve``'s ListOffsets and ``txnlog get-offsets``
 - LATEST (-1): the end a read at the consumer's isolation level can reach (``end_offset``):
   the high watermark under read_uncommitted, the LSO under read_committed (B-07);
 - MAX_TIMESTAMP (-3, KIP-734): the first record holding the partition's largest timestamp,
-  with it;
+  with it, if it lies below that end (looked up before the end, which only grows: a record
+  appended meanwhile is not the answer, nor does it hide it);
 - a timestamp ≥ 0: the first offset whose record timestamp is at least it, through the time
   index (control records never count, F-30), with that record's timestamp; none (-1, -1) at
   or past that end, as Kafka answers (``fetchOffsetForTimestamp`` keeps only offsets below the
@@ -34,12 +35,16 @@ def list_offset(
     ``reader`` is ``tp``'s."""
     if timestamp == EARLIEST:
         return reader.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        # the newest record first, then the end: the end only grows (high watermark, LSO), so
+        # a record appended in between is neither looked for nor hides the answer; past the
+        # end stays only what the isolation level may not read (an open transaction's)
+        newest = reader.max_timestamp_offset()
+        end = consumer.end_offset(tp)
+        return newest if newest is not None and newest[0] < end else NOT_FOUND
     end = consumer.end_offset(tp)
     if timestamp == LATEST:
         return end, -1
-    if timestamp == MAX_TIMESTAMP:
-        newest = reader.max_timestamp_offset()
-        return newest if newest is not None and newest[0] < end else NOT_FOUND
     found = reader.offset_for_timestamp(timestamp)
     if found is None or found >= end:
         return NOT_FOUND
