@@ -80,8 +80,11 @@ class RecordAccumulator:
         self.compression = compression
         self.buffer_memory = buffer_memory
         self._buffers: dict[TopicPartition, ProducerBuffer] = {}
+        # the record buffers of ``_buffers`` again, per topic by partition (None: none), for
+        # ``send()``'s common case: lists handed out by ``record_buffers``, changed in place
+        self._record_buffers: dict[str, list[PartitionBuffer | None]] = {}
         self._buffered_bytes = 0  # of every buffer together
-        self.peak_buffered_bytes = 0
+        self._peak_before_drain = 0  # the most buffered before the last decrease
         self._sequences: dict[TopicPartition, int] = {}
         # appended to since the last flush: the partition log appended through (None: by
         # another path, ``add_written``), whose file the flush syncs
@@ -90,9 +93,42 @@ class RecordAccumulator:
 
     # --- buffering -------------------------------------------------------------------------------
 
+    @property
+    def peak_buffered_bytes(self) -> int:
+        """The most bytes the buffers held together so far: between two decreases the
+        buffered bytes only grow, so the peak is the larger of the current figure and the
+        figure before the last decrease (noted there, not on every add)."""
+        return max(self._peak_before_drain, self._buffered_bytes)
+
     def buffer(self, tp: TopicPartition) -> ProducerBuffer | None:
         """``tp``'s buffer, None when nothing is buffered for it."""
         return self._buffers.get(tp)
+
+    def record_buffers(self, topic: str, partitions: int) -> list[PartitionBuffer | None]:
+        """``topic``'s record buffers by partition (None where a partition has none, or an
+        Arrow buffer), at least ``partitions`` long: a live list, the same object on every
+        call, which the accumulator changes in place whenever a buffer comes or goes, so
+        ``send()``'s common case finds a partition's buffer without hashing its name."""
+        slots = self._record_buffers.setdefault(topic, [])
+        for partition in range(len(slots), partitions):
+            buffer = self._buffers.get(TopicPartition(topic, partition))
+            slots.append(buffer if isinstance(buffer, PartitionBuffer) else None)
+        return slots
+
+    def _put_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> None:
+        """Make ``buffer`` ``tp``'s, in ``_buffers`` and its topic's ``record_buffers``."""
+        self._buffers[tp] = buffer
+        self._set_slot(tp, buffer if isinstance(buffer, PartitionBuffer) else None)
+
+    def _remove_buffer(self, tp: TopicPartition) -> None:
+        """``tp`` has no buffer any more, in ``_buffers`` nor in ``record_buffers``."""
+        self._buffers.pop(tp, None)
+        self._set_slot(tp, None)
+
+    def _set_slot(self, tp: TopicPartition, buffer: PartitionBuffer | None) -> None:
+        slots = self._record_buffers.get(tp.topic)
+        if slots is not None and tp.partition < len(slots):
+            slots[tp.partition] = buffer
 
     def add_record(
         self, tp: TopicPartition, record: ProducerRecord, body_size: int, size: int
@@ -102,14 +138,15 @@ class RecordAccumulator:
         appended it)."""
         buffer = self._buffers.get(tp)
         if not isinstance(buffer, PartitionBuffer):
-            buffer = self._buffers[tp] = PartitionBuffer()
+            buffer = PartitionBuffer()
+            self._put_buffer(tp, buffer)
             size = record_size(body_size, 0, 0)
         buffer.add(record, body_size, size)
-        self._added(size)
+        self._buffered_bytes += size
 
     def add_fast(
         self,
-        tp: TopicPartition,
+        buffer: PartitionBuffer,
         key: bytes | None,
         value: bytes | None,
         timestamp: int,
@@ -117,13 +154,13 @@ class RecordAccumulator:
         fits_alone: int,
     ) -> bool:
         """``send()``'s common case: buffer a record whose fields are checked (bytes or None
-        key and value, no headers, a valid timestamp) when ``tp`` has an open record buffer
-        and the record fits it, ``batch_limit`` and ``buffer_memory`` without draining
-        anything, and its size is at most ``fits_alone`` (so ``check_record_fits`` would pass
-        on the size alone). Sizes it exactly as ``record_body_size`` and ``record_size`` do,
-        inline. False, changing nothing, when any of that does not hold."""
-        buffer = self._buffers.get(tp)
-        if type(buffer) is not PartitionBuffer or not buffer.values:
+        key and value, no headers, a valid timestamp) in ``buffer``, a partition's record
+        buffer from ``record_buffers``, when it holds records and the record fits it,
+        ``batch_limit`` and ``buffer_memory`` without draining anything, and its size is at
+        most ``fits_alone`` (so ``check_record_fits`` would pass on the size alone). Sizes it
+        exactly as ``record_body_size`` and ``record_size`` do, inline. False, changing
+        nothing, when any of that does not hold."""
+        if not buffer.values:
             return False
         # varints of non-negative n: 1 byte below 64 (zigzag 2n < 2**7), 2 below 8192
         body = 2  # attributes, header count 0
@@ -155,18 +192,17 @@ class RecordAccumulator:
         if buffer.headers is not None:
             buffer.headers.append(())
         buffer.size += size
-        self._buffered_bytes += size  # _added, inline: once per record
-        if self._buffered_bytes > self.peak_buffered_bytes:
-            self.peak_buffered_bytes = self._buffered_bytes
+        self._buffered_bytes += size
         return True
 
     def add_arrow(self, tp: TopicPartition, records: Any) -> ArrowBuffer:
         """Buffer an Arrow record batch (or table) for ``tp``; returns ``tp``'s buffer."""
         buffer = self._buffers.get(tp)
         if not isinstance(buffer, ArrowBuffer):
-            buffer = self._buffers[tp] = ArrowBuffer()
+            buffer = ArrowBuffer()
+            self._put_buffer(tp, buffer)
         buffer.add(records)
-        self._added(int(records.nbytes))
+        self._buffered_bytes += int(records.nbytes)
         return buffer
 
     def drain_before_buffering(self, tp: TopicPartition, what: str) -> None:
@@ -188,12 +224,14 @@ class RecordAccumulator:
     def clear(self) -> None:
         """Drop everything buffered (an aborted transaction's records)."""
         self._buffers.clear()
-        self._buffered_bytes = 0
+        for slots in self._record_buffers.values():
+            slots[:] = [None] * len(slots)  # in place: the lists are handed out
+        self._drained(self._buffered_bytes)
 
-    def _added(self, size: int) -> None:
-        self._buffered_bytes += size
-        if self._buffered_bytes > self.peak_buffered_bytes:
-            self.peak_buffered_bytes = self._buffered_bytes
+    def _drained(self, size: int) -> None:
+        """``size`` buffered bytes left the buffers; the peak before is noted first."""
+        self._peak_before_drain = self.peak_buffered_bytes
+        self._buffered_bytes -= size
 
     # --- draining --------------------------------------------------------------------------------
 
@@ -266,13 +304,13 @@ class RecordAccumulator:
         """
         buffer = self._buffers.get(tp)
         if buffer is None or not buffer.count:
-            self._buffers.pop(tp, None)
+            self._remove_buffer(tp)
             return []
         before = buffer.size
         try:
             return self._drain_buffer(tp, buffer, verified)
         finally:
-            self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
+            self._drained(before - (buffer.size if tp in self._buffers else 0))
 
     def _drain_buffer(
         self, tp: TopicPartition, buffer: ProducerBuffer, verified: VerifiedTransaction | None
@@ -313,7 +351,7 @@ class RecordAccumulator:
             if verified is not None:
                 break
         if not buffer.count:
-            del self._buffers[tp]
+            self._remove_buffer(tp)
         return results
 
     def _partition_log_for_drain(self, tp: TopicPartition, buffer: ProducerBuffer) -> PartitionLog:
@@ -326,7 +364,7 @@ class RecordAccumulator:
             if self._txn.transactional_id is not None:
                 raise
             count = buffer.count
-            del self._buffers[tp]
+            self._remove_buffer(tp)
             raise UnknownTopicOrPartitionError(
                 f"{error}; the {count} record(s) buffered for {tp} were dropped"
             ) from error
