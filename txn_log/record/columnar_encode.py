@@ -3,11 +3,14 @@
 Every varint of every record (length, timestamp delta, offset delta, key and value lengths)
 is computed with numpy and written into one ``(records, width)`` byte matrix; a mask selects
 each row's used bytes, so ``matrix[mask]`` is all varint bytes in record order. Those bytes
-become a binary array of per-record *pieces* (``length attributes ts_delta offset_delta
-key_length`` | ``value_length`` | ``header_count``), and one Arrow ``take`` over the chunked
-array ``[pieces, keys, values]`` interleaves them with the key and value bytes in C++: the
-result's data buffer *is* the records section (F-16). Record headers (rare) are encoded per
-record in Python and take the place of the third piece.
+become a binary array of *pieces*, and one Arrow ``take`` over the chunked array ``[pieces,
+keys, values]`` interleaves them with the key and value bytes in C++: the result's data
+buffer *is* the records section (F-16). Without record headers the pieces are the bytes
+between one value and the next (the previous record's header count 0, then ``length
+attributes ts_delta offset_delta key_length`` | ``value_length``), cut at the key unless
+every key is null: two take elements per record for null keys, four with keys. Record
+headers (rare) are encoded per record in Python and follow each value as a chunk of their
+own (pieces ``length .. key_length`` | ``value_length``, five elements per record).
 
 Input columns by name: ``value`` (binary/large_binary/string..., nullable, required), ``key``
 (optional, nullable), ``timestamp`` (optional; int64 ms or an Arrow timestamp of any unit,
@@ -48,12 +51,16 @@ def _binary_input(array: Any, name: str) -> Any:
 def _lengths(array: Any) -> Any:
     """int64 byte lengths of a binary array's elements, -1 for nulls."""
     count = len(array)
+    if array.null_count == count:
+        return np.full(count, -1, dtype=np.int64)
     offsets = np.frombuffer(
         array.buffers()[1], dtype=np.int32, count=count + 1, offset=4 * array.offset
     )
     lengths = np.diff(offsets).astype(np.int64)
-    if array.null_count:
-        lengths[np.asarray(array.is_null())] = -1
+    if array.null_count:  # from the validity bitmap: is_null() builds an array to convert
+        bits = np.frombuffer(array.buffers()[0], dtype=np.uint8)
+        valid = np.unpackbits(bits, count=array.offset + count, bitorder="little")
+        lengths[valid[array.offset :] == 0] = -1
     return lengths
 
 
@@ -63,6 +70,8 @@ def _timestamps_input(columns: Any, count: int, now_ms: int) -> Any:
         return np.full(count, now_ms, dtype=np.int64)
     column = _column(columns, "timestamp")
     kind = column.type
+    if kind == pa.int64() and not column.null_count:
+        return column.to_numpy()  # ms already, no copy
     if not (pa.types.is_timestamp(kind) or pa.types.is_integer(kind)):
         raise InvalidRecordError(f"column 'timestamp' must be int64 ms or timestamp, got {kind}")
     scale, divisor = _UNIT_TO_MS[kind.unit] if pa.types.is_timestamp(kind) else (1, 1)
@@ -102,14 +111,15 @@ def _two_byte_encodings() -> Any:
 
 def _write_varints(matrix: Any, mask: Any, column: int, raw: Any, sizes: Any, width: int) -> None:
     """Write one field's varints (zigzag images ``raw``, at most ``width`` bytes each) into
-    ``matrix`` columns from ``column`` on, marking the bytes used in ``mask``."""
+    ``matrix`` columns from ``column`` on, marking the bytes used in ``mask`` (none where
+    ``sizes`` is 0: a field a row does not have)."""
     if width == 1:
         matrix[:, column] = raw
-        mask[:, column] = True
+        mask[:, column] = sizes > 0
     elif width == 2:  # one gather from a table instead of two passes of bit arithmetic
         pairs = _two_byte_encodings().take(raw)
         matrix[:, column : column + 2] = pairs.view(np.uint8).reshape(-1, 2)
-        mask[:, column] = True
+        mask[:, column] = sizes > 0
         mask[:, column + 1] = sizes > 1
     else:
         for group in range(width):
@@ -123,7 +133,8 @@ def _varint_pieces(values: Any, sizes: Any, splits: list[int]) -> Any:
 
     ``values`` (int64) and ``sizes`` are ``(fields, records)``; piece ``g`` of record ``i`` is
     element ``i * (len(splits) + 1) + g``. Each field's bytes go into columns of one byte
-    matrix; ``matrix[mask]`` flattens the used bytes in record order (F-19).
+    matrix; ``matrix[mask]`` flattens the used bytes in record order (F-19). A size of 0
+    leaves the field out of that record's piece.
     """
     fields, count = values.shape
     widths = sizes.max(axis=1).tolist()
@@ -166,11 +177,13 @@ def _records_bytes(
     count = len(values)
     key_lengths = _lengths(keys) if keys is not None else np.full(count, -1, dtype=np.int64)
     value_lengths = _lengths(values)
+    if header_blocks is None:
+        return _records_between_values(values, keys, key_lengths, value_lengths, timestamps)
     timestamp_deltas = timestamps - timestamps[0]  # signed (F-17)
     offset_deltas, offset_sizes = _offset_deltas(count)
     # fields: length, attributes (0), timestamp delta, offset delta, key length | value
-    # length | header count (0, unless headers follow as their own chunk)
-    fields = np.zeros((7 if header_blocks is None else 6, count), dtype=np.int64)
+    # length; the header block follows as its own chunk
+    fields = np.zeros((6, count), dtype=np.int64)
     fields[2] = timestamp_deltas
     fields[3] = offset_deltas
     fields[4] = key_lengths
@@ -181,19 +194,94 @@ def _records_bytes(
     sizes[4] = varint_sizes(key_lengths)
     sizes[5] = varint_sizes(value_lengths)
     body = sizes[1:].sum(axis=0) + np.maximum(key_lengths, 0) + np.maximum(value_lengths, 0)
-    if header_blocks is not None:
-        body += np.fromiter(map(len, header_blocks), dtype=np.int64, count=count)
+    body += np.fromiter(map(len, header_blocks), dtype=np.int64, count=count)
     fields[0] = body
     sizes[0] = varint_sizes(body)
-    splits = [5, 6] if header_blocks is None else [5]
-    chunks = [_varint_pieces(fields, sizes, splits), values]
-    chunks.insert(1, keys if keys is not None else pa.nulls(count, pa.binary()))
-    if header_blocks is not None:
-        chunks.append(pa.array(header_blocks, type=pa.binary()))
-    taken = pa.chunked_array(chunks).take(_interleave_indices(count, len(splits) + 1))
+    chunks = [
+        _varint_pieces(fields, sizes, [5]),
+        keys if keys is not None else pa.nulls(count, pa.binary()),
+        values,
+        pa.array(header_blocks, type=pa.binary()),
+    ]
+    taken = pa.chunked_array(chunks).take(_interleave_indices(count))
     records = taken.chunk(0) if taken.num_chunks == 1 else pa.concat_arrays(taken.chunks)
     size = int(sizes[0].sum() + body.sum())
     return records.buffers()[2].slice(0, size), size
+
+
+def _records_between_values(
+    values: Any, keys: Any, key_lengths: Any, value_lengths: Any, timestamps: Any
+) -> tuple[Any, int]:
+    """``_records_bytes`` for records without headers, as the bytes between values: gap
+    ``i`` is record ``i - 1``'s header count (0) and record ``i``'s fields up to its value,
+    the key's bytes between its length and the value length unless every key is null; the
+    last gap is the last header count alone. One ``take`` of gaps, keys and values, two
+    (keyless) or four elements per record, lays out the section."""
+    count = len(values)
+    keyless = keys is None or keys.null_count == count
+    timestamp_deltas = timestamps - timestamps[0]  # signed (F-17)
+    offset_deltas, offset_sizes = _offset_deltas(count)
+    # fields of gap i: header count of record i - 1 (none before the first), length,
+    # attributes (0), timestamp delta, offset delta, key length | value length; gap ``count``
+    # holds the last header count only
+    fields = np.zeros((7, count + 1), dtype=np.int64)
+    sizes = np.zeros_like(fields)
+    sizes[0, 1:] = 1
+    sizes[2, :count] = 1
+    fields[3, :count] = timestamp_deltas
+    sizes[3, :count] = varint_sizes(timestamp_deltas)
+    fields[4, :count] = offset_deltas
+    sizes[4, :count] = offset_sizes
+    fields[5, :count] = key_lengths
+    sizes[5, :count] = varint_sizes(key_lengths)
+    fields[6, :count] = value_lengths
+    sizes[6, :count] = varint_sizes(value_lengths)
+    data = np.maximum(key_lengths, 0) + np.maximum(value_lengths, 0)
+    body = sizes[2:, :count].sum(axis=0) + data + 1  # + the header count
+    fields[1, :count] = body
+    sizes[1, :count] = varint_sizes(body)
+    pieces = _varint_pieces(fields, sizes, [] if keyless else [6])
+    chunks = [pieces, values] if keyless else [pieces, keys, values]
+    taken = pa.chunked_array(chunks).take(_gap_indices(count, keyless))
+    records = taken.chunk(0) if taken.num_chunks == 1 else pa.concat_arrays(taken.chunks)
+    size = int(sizes.sum() + data.sum())
+    return records.buffers()[2].slice(0, size), size
+
+
+_INTERLEAVE_INDICES: dict[tuple[int, bool], Any] = {}
+
+
+def _gap_indices(count: int, keyless: bool) -> Any:
+    """Cached take indices over ``[gaps, values]`` (keyless: gap ``i``, value ``i``, ...,
+    gap ``count``) or ``[gaps, keys, values]`` (two gap pieces a record, split before the
+    value length: piece ``2i``, key ``i``, piece ``2i + 1``, value ``i``, ..., piece
+    ``2 * count``)."""
+    indices = _INTERLEAVE_INDICES.get((count, keyless))
+    if indices is None:
+        record = np.arange(count, dtype=np.int64)
+        if keyless:
+            plan = np.empty(2 * count + 1, dtype=np.int64)
+            plan[0::2] = np.arange(count + 1)
+            plan[1::2] = count + 1 + record
+        else:
+            base = 2 * count + 2
+            steps = np.stack([2 * record, base + record, 2 * record + 1, base + count + record])
+            plan = np.append(steps.T.ravel(), 2 * count)
+        indices = pa.array(plan)
+        if len(_INTERLEAVE_INDICES) < 128:
+            _INTERLEAVE_INDICES[(count, keyless)] = indices
+    return indices
+
+
+def _interleave_indices(count: int) -> Any:
+    """Take indices over ``[pieces, keys, values, header blocks]`` (two pieces a record)
+    putting each record's bytes in order: piece 0, key, piece 1, value, header block."""
+    record = np.arange(count, dtype=np.int64)
+    first, base = 2 * record, 2 * count
+    plan = np.stack(
+        [first, base + record, first + 1, base + count + record, base + 2 * count + record]
+    )
+    return pa.array(plan.T.ravel())
 
 
 def _headers_input(columns: Any) -> Any:
@@ -209,24 +297,6 @@ def _headers_input(columns: Any) -> Any:
             f"column 'headers' must be list<struct<key: string, value: binary>>, got {kind}"
         )
     return headers
-
-
-_INTERLEAVE_INDICES: dict[tuple[int, int], Any] = {}
-
-
-def _interleave_indices(count: int, pieces: int) -> Any:
-    """Cached take indices over ``[pieces, keys, values, (header blocks)]`` putting each
-    record's bytes in order: piece 0, key, piece 1, value, piece 2 or header block."""
-    indices = _INTERLEAVE_INDICES.get((count, pieces))
-    if indices is None:
-        record = np.arange(count, dtype=np.int64)
-        first, base = pieces * record, pieces * count
-        trailer = first + 2 if pieces == 3 else base + 2 * count + record
-        plan = np.stack([first, base + record, first + 1, base + count + record, trailer], axis=1)
-        indices = pa.array(plan.ravel())
-        if len(_INTERLEAVE_INDICES) < 128:
-            _INTERLEAVE_INDICES[(count, pieces)] = indices
-    return indices
 
 
 def encode_columns(columns: Any, now_ms: int) -> tuple[Any, Any]:
