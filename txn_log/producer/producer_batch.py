@@ -56,7 +56,7 @@ class PartitionBuffer:
         headers = self.headers[index] if self.headers is not None else ()
         return ProducerRecord(self.keys[index], self.values[index], self.timestamps[index], headers)
 
-    def encode_head(self, count: int, **settings: Any) -> bytes:
+    def encode_head(self, count: int, **settings: Any) -> bytes | memoryview:
         """One batch of the first ``count`` records (``settings`` as ``encode_batch``)."""
         if count <= SMALL_BATCH_RECORDS or (self.headers is not None and any(self.headers[:count])):
             return encode_producer_batch([self.record(i) for i in range(count)], **settings)
@@ -142,11 +142,12 @@ class ArrowBuffer:
             batches.extend(piece.to_batches() if hasattr(piece, "to_batches") else [piece])
         return batches
 
-    def encode_head(self, count: int, **settings: Any) -> bytes:
-        from txn_log.record.codec import encode_batch
+    def encode_head(self, count: int, **settings: Any) -> bytes | memoryview:
+        from txn_log.record.codec import encode_batch_buffer
 
         table = self._table()
-        return encode_batch(table if count == table.num_rows else table.slice(0, count), **settings)
+        head = table if count == table.num_rows else table.slice(0, count)
+        return encode_batch_buffer(head, **settings)
 
     def head_key(self) -> bytes | None:
         table = self._table()
@@ -177,7 +178,7 @@ encoder (the two cost the same near 100 records; a small transaction's commit en
 such batch per partition)."""
 
 
-def encode_producer_batch(records: Sequence[ProducerRecord], **settings: Any) -> bytes:
+def encode_producer_batch(records: Sequence[ProducerRecord], **settings: Any) -> bytes | memoryview:
     """One batch of ``records`` (``settings`` as ``encode_batch`` takes them): the columnar
     encoder (whole-batch work on Arrow buffers) for more than ``SMALL_BATCH_RECORDS`` records
     without headers, the per-record one otherwise. Both write the same bytes."""
@@ -194,19 +195,19 @@ def encode_columns_batch(
     values: Sequence[bytes | None],
     timestamps: Sequence[int],
     **settings: Any,
-) -> bytes:
+) -> bytes | memoryview:
     """One batch of records given as three equal-length columns, without headers, through the
     columnar encoder (``settings`` as ``encode_batch`` takes them)."""
     import pyarrow as pa
 
-    from txn_log.record.codec import encode_batch
+    from txn_log.record.codec import encode_batch_buffer
 
-    columns = pa.record_batch(
-        [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array(timestamps, pa.int64()),
-        ],
-        names=["key", "value", "timestamp"],
+    arrays = {
+        "value": pa.array(values, pa.binary()),
+        "timestamp": pa.array(timestamps, pa.int64()),
+    }
+    if keys.count(None) != len(keys):  # no key column: every key null
+        arrays["key"] = pa.array(keys, pa.binary())
+    return encode_batch_buffer(
+        pa.record_batch(list(arrays.values()), names=list(arrays)), **settings
     )
-    return encode_batch(columns, **settings)

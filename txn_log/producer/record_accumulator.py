@@ -369,7 +369,7 @@ class RecordAccumulator:
                 f"{error}; the {count} record(s) buffered for {tp} were dropped"
             ) from error
 
-    def encode(self, records: list[ProducerRecord], sequence: int) -> bytes:
+    def encode(self, records: list[ProducerRecord], sequence: int) -> bytes | memoryview:
         """One batch of ``records`` with this producer's id, epoch and codec."""
         return encode_producer_batch(records, **self._batch_settings(sequence))
 
@@ -415,7 +415,7 @@ def check_record_fits(
     size_in_batch: int,
     max_bytes: int,
     compression: Compression,
-    encode: Callable[[list[ProducerRecord], int], bytes],
+    encode: Callable[[list[ProducerRecord], int], bytes | memoryview],
 ) -> None:
     """RecordTooLargeError unless ``record`` alone makes a batch within ``max_bytes`` (F-09):
     exactly, and compressed (``encode``, the producer's own) when ``max_compressed_size`` says

@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txn_log.errors import InvalidRecordError
+from txn_log.record.batch_header import HEADER_SIZE
 from txn_log.record.varint import encode_varint, varint_sizes, zigzag_array
 
 _AS_BINARY = ("string", "large_string", "large_binary", "binary_view", "string_view")
@@ -173,7 +175,8 @@ def _offset_deltas(count: int) -> tuple[Any, Any]:
 def _records_bytes(
     values: Any, keys: Any, timestamps: Any, header_blocks: list[bytes] | None
 ) -> tuple[Any, int]:
-    """The uncompressed records section (F-16) and its size, offset deltas 0..n-1."""
+    """The uncompressed records section (F-16), offset deltas 0..n-1, after ``HEADER_SIZE``
+    bytes of room (``_framed``), and its size."""
     count = len(values)
     key_lengths = _lengths(keys) if keys is not None else np.full(count, -1, dtype=np.int64)
     value_lengths = _lengths(values)
@@ -203,10 +206,8 @@ def _records_bytes(
         values,
         pa.array(header_blocks, type=pa.binary()),
     ]
-    taken = pa.chunked_array(chunks).take(_interleave_indices(count))
-    records = taken.chunk(0) if taken.num_chunks == 1 else pa.concat_arrays(taken.chunks)
     size = int(sizes[0].sum() + body.sum())
-    return records.buffers()[2].slice(0, size), size
+    return _framed(_take(chunks, _interleave_indices(count)), size), size
 
 
 def _records_between_values(
@@ -242,46 +243,63 @@ def _records_between_values(
     sizes[1, :count] = varint_sizes(body)
     pieces = _varint_pieces(fields, sizes, [] if keyless else [6])
     chunks = [pieces, values] if keyless else [pieces, keys, values]
-    taken = pa.chunked_array(chunks).take(_gap_indices(count, keyless))
-    records = taken.chunk(0) if taken.num_chunks == 1 else pa.concat_arrays(taken.chunks)
     size = int(sizes.sum() + data.sum())
-    return records.buffers()[2].slice(0, size), size
+    return _framed(_take(chunks, _gap_indices(count, keyless)), size), size
+
+
+_HEADER_ROOM = pa.array([bytes(HEADER_SIZE)], pa.binary())
+
+
+def _take(chunks: list[Any], indices: Any) -> Any:
+    """One binary array of ``HEADER_SIZE`` zero bytes (element 0, room for the batch header)
+    and the elements of ``chunks`` (taken as one array, from element 1 on) at ``indices``."""
+    taken = pc.take(pa.chunked_array([_HEADER_ROOM, *chunks]), indices)
+    if taken.num_chunks == 1:
+        return taken.chunk(0)
+    return pa.concat_arrays(taken.chunks)
+
+
+def _framed(taken: Any, size: int) -> memoryview:
+    """A writable view of the header room and the ``size`` bytes of records ``_take`` laid
+    out: its data buffer, which the take allocated and nothing else refers to."""
+    return memoryview(taken.buffers()[2]).cast("B")[: HEADER_SIZE + size]  # bytes, not chars
 
 
 _INTERLEAVE_INDICES: dict[tuple[int, bool], Any] = {}
 
 
 def _gap_indices(count: int, keyless: bool) -> Any:
-    """Cached take indices over ``[gaps, values]`` (keyless: gap ``i``, value ``i``, ...,
-    gap ``count``) or ``[gaps, keys, values]`` (two gap pieces a record, split before the
-    value length: piece ``2i``, key ``i``, piece ``2i + 1``, value ``i``, ..., piece
-    ``2 * count``)."""
+    """Cached take indices over ``[room, gaps, values]`` (keyless: the room, gap ``i``,
+    value ``i``, ..., gap ``count``) or ``[room, gaps, keys, values]`` (two gap pieces a
+    record, split before the value length: the room, piece ``2i``, key ``i``, piece
+    ``2i + 1``, value ``i``, ..., piece ``2 * count``); ``_take`` puts the room first."""
     indices = _INTERLEAVE_INDICES.get((count, keyless))
     if indices is None:
         record = np.arange(count, dtype=np.int64)
         if keyless:
             plan = np.empty(2 * count + 1, dtype=np.int64)
-            plan[0::2] = np.arange(count + 1)
-            plan[1::2] = count + 1 + record
+            plan[0::2] = 1 + np.arange(count + 1)
+            plan[1::2] = 1 + count + 1 + record
         else:
             base = 2 * count + 2
             steps = np.stack([2 * record, base + record, 2 * record + 1, base + count + record])
-            plan = np.append(steps.T.ravel(), 2 * count)
-        indices = pa.array(plan)
+            plan = 1 + np.append(steps.T.ravel(), 2 * count)
+        indices = pa.array(np.append(0, plan))  # the header room first
         if len(_INTERLEAVE_INDICES) < 128:
             _INTERLEAVE_INDICES[(count, keyless)] = indices
     return indices
 
 
 def _interleave_indices(count: int) -> Any:
-    """Take indices over ``[pieces, keys, values, header blocks]`` (two pieces a record)
-    putting each record's bytes in order: piece 0, key, piece 1, value, header block."""
+    """Take indices over ``[room, pieces, keys, values, header blocks]`` (two pieces a
+    record) putting the header room first, then each record's bytes in order: piece 0, key,
+    piece 1, value, header block."""
     record = np.arange(count, dtype=np.int64)
     first, base = 2 * record, 2 * count
     plan = np.stack(
         [first, base + record, first + 1, base + count + record, base + 2 * count + record]
     )
-    return pa.array(plan.T.ravel())
+    return pa.array(np.append(0, 1 + plan.T.ravel()))  # the header room first
 
 
 def _headers_input(columns: Any) -> Any:
@@ -299,8 +317,10 @@ def _headers_input(columns: Any) -> Any:
     return headers
 
 
-def encode_columns(columns: Any, now_ms: int) -> tuple[Any, Any]:
-    """``(records section buffer, int64 ms timestamps)`` of a RecordBatch or Table.
+def encode_columns(columns: Any, now_ms: int) -> tuple[memoryview, Any]:
+    """``(framed, int64 ms timestamps)`` of a RecordBatch or Table: ``framed`` is a writable
+    view of ``HEADER_SIZE`` zero bytes, room for the batch header, followed by the records
+    section, in an Arrow buffer that nothing else refers to.
 
     Raises ``InvalidRecordError`` for no rows (Kafka never writes an empty data batch), a
     missing ``value`` column or unusable column types.
@@ -315,5 +335,5 @@ def encode_columns(columns: Any, now_ms: int) -> tuple[Any, Any]:
     keys = _binary_input(_column(columns, "key"), "key") if "key" in names else None
     timestamps = _timestamps_input(columns, count, now_ms)
     blocks = _header_bytes(_headers_input(columns)) if "headers" in names else None
-    records, _ = _records_bytes(values, keys, timestamps, blocks)
-    return records, timestamps
+    framed, _ = _records_bytes(values, keys, timestamps, blocks)
+    return framed, timestamps

@@ -28,6 +28,7 @@ from txn_log.record.codec import (
     Record,
     decode_batch,
     encode_batch,
+    encode_batch_buffer,
     encode_records,
     iter_records,
 )
@@ -449,3 +450,35 @@ def test_columns_without_headers_encode_as_the_scalar_path(
     batch = encode_batch(pa.table(columns), now_ms=NOW, **options)
     assert batch == encode_records(rows, now_ms=NOW, **options)
     assert [r.value for r in iter_records(batch)] == [r[1] for r in rows]
+
+
+@FAST
+@given(
+    st.lists(row_st, min_size=1, max_size=80),
+    st.sampled_from(list(Compression)),
+    st.booleans(),
+    st.sampled_from([TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME]),
+)
+def test_a_batch_in_the_encoders_buffer_is_encode_batchs_batch(
+    rows: list[Row], codec: Compression, with_headers: bool, timestamp_type: TimestampType
+) -> None:
+    """``encode_batch_buffer`` (the producer's encoder) gives ``encode_batch``'s bytes; an
+    uncompressed batch is written around the records in the Arrow buffer they were laid out
+    in (the header into the room before them), not copied into a new ``bytes``."""
+    if not with_headers:
+        rows = [(k, v, t, []) for k, v, t, _ in rows]
+    table = table_of(rows, headers=with_headers)
+    options: dict[str, Any] = {
+        "compression": codec,
+        "producer_id": 9,
+        "producer_epoch": 2,
+        "base_sequence": 40,
+        "transactional": True,
+        "timestamp_type": timestamp_type,
+        "now_ms": NOW,
+    }
+    batch = encode_batch_buffer(table, **options)
+    assert bytes(batch) == encode_batch(table, **options)
+    if codec is Compression.NONE:
+        assert isinstance(batch, memoryview) and isinstance(batch.obj, pa.Buffer)
+        assert not batch.readonly
