@@ -160,24 +160,27 @@ class RecordAccumulator:
         most ``fits_alone`` (so ``check_record_fits`` would pass on the size alone). Sizes it
         exactly as ``record_body_size`` and ``record_size`` do, inline. False, changing
         nothing, when any of that does not hold."""
-        if not buffer.values:
+        values = buffer.values
+        if not values:
             return False
         # varints of non-negative n: 1 byte below 64 (zigzag 2n < 2**7), 2 below 8192
-        body = 2  # attributes, header count 0
         if key is None:
-            body += 1
+            body = 3  # attributes, key length -1, header count 0
         else:
             length = len(key)
-            body += length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
+            body = length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
+            body += 2
         if value is None:
             body += 1
         else:
             length = len(value)
             body += length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
-        index = len(buffer.values)
-        delta = timestamp - buffer.first_timestamp
+        index = len(values)
+        same_run = timestamp == buffer.last_timestamp  # the timestamp delta's size is known
         body += (1 if index < 64 else 2 if index < 8192 else size_of_varint(index)) + (
-            1 if 0 <= delta < 64 else size_of_varint(delta)
+            buffer.last_delta_size
+            if same_run
+            else size_of_varint(timestamp - buffer.first_timestamp)
         )
         size = body + (1 if body < 64 else 2 if body < 8192 else size_of_varint(body))
         if (
@@ -186,9 +189,11 @@ class RecordAccumulator:
             or self._buffered_bytes + size > self.buffer_memory
         ):
             return False
-        buffer.keys.append(key)
-        buffer.values.append(value)
-        buffer.timestamps.append(timestamp)
+        if not same_run:
+            buffer.new_timestamp(index, timestamp)
+        if key is not None or buffer.keys is not None:
+            buffer.add_key(index, key)
+        values.append(value)
         if buffer.headers is not None:
             buffer.headers.append(())
         buffer.size += size
