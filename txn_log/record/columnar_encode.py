@@ -261,8 +261,10 @@ def _take(chunks: list[Any], indices: Any) -> Any:
 
 def _framed(taken: Any, size: int) -> memoryview:
     """A writable view of the header room and the ``size`` bytes of records ``_take`` laid
-    out: its data buffer, which the take allocated and nothing else refers to."""
-    return memoryview(taken.buffers()[2]).cast("B")[: HEADER_SIZE + size]  # bytes, not chars
+    out: its data buffer, which the take allocated and nothing else refers to (a copy, should
+    an Arrow build hand it out read-only)."""
+    view = memoryview(taken.buffers()[2]).cast("B")[: HEADER_SIZE + size]  # bytes, not chars
+    return memoryview(bytearray(view)) if view.readonly else view
 
 
 _INTERLEAVE_INDICES: dict[tuple[int, bool], Any] = {}
