@@ -52,6 +52,7 @@ from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore, Off
 from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.partitioner import partition_for_key
+from txn_log.producer.batch_limits import check_record_fits, fits_alone_size
 from txn_log.producer.producer_batch import ArrowBuffer, PartitionBuffer
 from txn_log.producer.producer_record import (
     BytesLike,
@@ -61,11 +62,7 @@ from txn_log.producer.producer_record import (
     validate_record,
 )
 from txn_log.producer.producer_record import RecordMetadata as RecordMetadata  # exported here
-from txn_log.producer.record_accumulator import (
-    RecordAccumulator,
-    check_record_fits,
-    fits_alone_size,
-)
+from txn_log.producer.record_accumulator import RecordAccumulator
 from txn_log.producer.transaction_manager import (
     PartitionWrites,
     PreparedTxnState,

@@ -10,19 +10,18 @@ high it went.
 Its drain is also the synchronous half of Kafka's ``Sender``: a partition's buffer leaves as
 record batches stamped with the producer id, epoch and the partition's next sequence (P-08,
 P-09), each appended whole through ``append_client_batch`` (F-08); a record leaves its buffer
-only once the batch holding it was appended, so a failed append loses none. ``split_count``
-says how many records to try next when a batch came out larger than ``max.message.bytes``,
-which only compression can cause (the uncompressed size is exact): Kafka's producer likewise
-splits a batch the broker refused as too large and re-enqueues the parts, in order.
-``check_record_fits`` is ``send()``'s size check of one record (F-09); ``drop_too_large``
-removes a record that no longer fits even alone.
+only once the batch holding it was appended, so a failed append loses none. A batch that
+came out larger than ``max.message.bytes``, which only compression can cause (the
+uncompressed size is exact), is split (``batch_limits.split_count``): Kafka's producer
+likewise splits a batch the broker refused as too large and re-enqueues the parts, in order;
+a record that no longer fits even alone is dropped with an error that names it
+(``batch_limits.drop_too_large``).
 
 Not thread-safe; the producer that owns the accumulator serialises access (C-39).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
@@ -31,9 +30,10 @@ from txn_log.coordinator.transactional_append import (
     append_client_batch,
     verified_transaction_starts,
 )
-from txn_log.errors import RecordTooLargeError, TxnLogError, UnknownTopicOrPartitionError
+from txn_log.errors import TxnLogError, UnknownTopicOrPartitionError
 from txn_log.fault_points import crash_point
 from txn_log.log_dir.log_manager import LogManager
+from txn_log.producer.batch_limits import MAX_BATCH_BYTES, drop_too_large, split_count
 from txn_log.producer.producer_batch import (
     ArrowBuffer,
     PartitionBuffer,
@@ -43,11 +43,10 @@ from txn_log.producer.producer_batch import (
 from txn_log.producer.producer_record import (
     ProducerRecord,
     RecordMetadata,
-    max_compressed_size,
     record_size,
 )
 from txn_log.producer.transaction_manager import TransactionManager
-from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.record.batch_header import Compression
 from txn_log.record.varint import size_of_varint
 from txn_log.storage.group_sync import flush_all
 from txn_log.topic_partition import TopicPartition
@@ -55,8 +54,6 @@ from txn_log.topic_partition import TopicPartition
 if TYPE_CHECKING:
     from txn_log.storage.partition_log import PartitionLog
 
-MAX_BATCH_BYTES = (1 << 31) - 1
-"""The batch length field's limit (int32), whatever ``max.message.bytes`` says."""
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at int32 max (P-12)
 
 
@@ -389,94 +386,3 @@ class RecordAccumulator:
             "compression": self.compression,
             "now_ms": self._log.clock.time_ms(),
         }
-
-
-def split_count(count: int, batch_bytes: int, limit: int) -> int:
-    """How many of the ``count`` records whose batch took ``batch_bytes`` (> ``limit``) to
-    put in the next, smaller batch: their share of the limit, at least one, fewer than
-    ``count`` (so that splitting always ends)."""
-    return max(1, min(count - 1, count * limit // batch_bytes))
-
-
-def fits_alone_size(max_bytes: int, compression: Compression) -> int:
-    """The largest record size (in a batch, header excluded) that ``check_record_fits``
-    accepts on its first comparison: any record at most this large fits ``max_bytes`` alone,
-    compressed or not. -1 when none does."""
-    limit = min(max_bytes, MAX_BATCH_BYTES) - HEADER_SIZE
-    low, high = -1, max(limit, -1)  # max_compressed_size(s) >= s: the answer is below limit
-    while low < high:
-        middle = (low + high + 1) // 2
-        if max_compressed_size(middle, compression) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def check_record_fits(
-    tp: TopicPartition,
-    record: ProducerRecord,
-    body_size: int,
-    size_in_batch: int,
-    max_bytes: int,
-    compression: Compression,
-    encode: Callable[[list[ProducerRecord], int], bytes | memoryview],
-) -> None:
-    """RecordTooLargeError unless ``record`` alone makes a batch within ``max_bytes`` (F-09):
-    exactly, and compressed (``encode``, the producer's own) when ``max_compressed_size`` says
-    the codec could grow it past the limit. That is the batch the producer writes for this
-    record alone, so a record accepted here never fails there on size while the config holds.
-
-    ``size_in_batch`` (the record's size at its place in its buffer, never less than alone)
-    decides the common case in one comparison.
-    """
-    limit = min(max_bytes, MAX_BATCH_BYTES)
-    if HEADER_SIZE + max_compressed_size(size_in_batch, compression) <= limit:
-        return
-    size = record_size(body_size, 0, 0)
-    if HEADER_SIZE + size > limit:
-        raise RecordTooLargeError(too_large_message(tp, size, None, max_bytes))
-    if HEADER_SIZE + max_compressed_size(size, compression) > limit:
-        compressed = len(encode([record], 0))
-        if compressed > limit:
-            raise RecordTooLargeError(
-                too_large_message(tp, size, (compressed, compression), max_bytes)
-                + "; the data does not compress: send it uncompressed or in smaller records"
-            )
-
-
-def drop_too_large(
-    tp: TopicPartition,
-    buffer: ProducerBuffer,
-    batch_bytes: int,
-    limit: int,
-    compression: Compression,
-) -> RecordTooLargeError:
-    """Drop the record at the head of ``buffer``, whose batch alone took ``batch_bytes`` (more
-    than ``limit``), and return the error that names it, for the caller to raise."""
-    size = buffer.head_size()
-    key = buffer.head_key()
-    buffer.remove_head(1)
-    compressed = None if compression is Compression.NONE else (batch_bytes, compression)
-    return RecordTooLargeError(
-        f"{too_large_message(tp, size, compressed, limit)}; the record ("
-        f"{'null key' if key is None else f'key {key[:40]!r}'}) was dropped, "
-        f"{buffer.count} record(s) after it stay buffered"
-    )
-
-
-def too_large_message(
-    tp: TopicPartition,
-    record_bytes: int,
-    compressed: tuple[int, Compression] | None,
-    max_bytes: int,
-) -> str:
-    """RecordTooLargeError's message: the record's size, its batch's size before (and after)
-    compression, and the limit (F-09)."""
-    batch = f"a batch of {HEADER_SIZE + record_bytes} bytes"
-    if compressed is not None:
-        batch += f", {compressed[0]} bytes with {compressed[1].name.lower()} compression"
-    return (
-        f"{tp}: record of {record_bytes} bytes makes {batch}, more than the topic's "
-        f"max.message.bytes of {max_bytes}"
-    )
