@@ -52,6 +52,7 @@ from txn_log.group.group_offsets import OFFSETS_PARTITION, GroupOffsetStore, Off
 from txn_log.group.group_offsets_format import normalize_offsets, validate_group_id
 from txn_log.log_dir.log_manager import LogManager
 from txn_log.partitioner import partition_for_key
+from txn_log.producer.batch_limits import check_record_fits, fits_alone_size
 from txn_log.producer.producer_batch import ArrowBuffer, PartitionBuffer
 from txn_log.producer.producer_record import (
     BytesLike,
@@ -61,11 +62,7 @@ from txn_log.producer.producer_record import (
     validate_record,
 )
 from txn_log.producer.producer_record import RecordMetadata as RecordMetadata  # exported here
-from txn_log.producer.record_accumulator import (
-    RecordAccumulator,
-    check_record_fits,
-    fits_alone_size,
-)
+from txn_log.producer.record_accumulator import RecordAccumulator
 from txn_log.producer.transaction_manager import (
     PartitionWrites,
     PreparedTxnState,
@@ -89,15 +86,18 @@ an estimate of the encoded one (a batch that still comes out too large is split)
 @dataclass(frozen=True)
 class _TopicMetadata:
     """What the producer knows of a topic (Kafka's producer metadata), with what ``send()``'s
-    common case needs precomputed: each partition's name, the fill limit of a batch, and the
-    size below which a record surely fits alone (``fits_alone_size``)."""
+    common case needs precomputed: the last clock reading at which it is fresh (when it
+    was read plus metadata.max.age.ms), each partition's name, the fill limit of a batch, the
+    size below which a record surely fits alone (``fits_alone_size``), and the accumulator's
+    live list of the topic's record buffers by partition (``record_buffers``)."""
 
     partitions: int
     max_message_bytes: int
-    read_ms: int
+    fresh_until_ms: int
     names: tuple[TopicPartition, ...]
     batch_limit: int
     fits_alone: int
+    buffers: list[PartitionBuffer | None]
 
 
 class Producer:
@@ -140,7 +140,7 @@ class Producer:
             compression if isinstance(compression, Compression) else Compression.parse(compression)
         )
         self.batch_size = batch_size
-        self.metadata_max_age_ms = metadata_max_age_ms
+        self._metadata_max_age_ms = metadata_max_age_ms
         self._accumulator = RecordAccumulator(
             log_manager, coordinator, self._txn, self.compression, buffer_memory
         )
@@ -157,6 +157,12 @@ class Producer:
     @property
     def producer_epoch(self) -> int:
         return self._txn.producer_epoch
+
+    @property
+    def metadata_max_age_ms(self) -> int:
+        """How long the partition count and max.message.bytes of a topic are used before they
+        are read again (Kafka's metadata.max.age.ms); fixed at construction."""
+        return self._metadata_max_age_ms
 
     @property
     def transaction_timeout_ms(self) -> int:
@@ -252,8 +258,8 @@ class Producer:
             and headers is None
             and (key is None or type(key) is bytes)
             and (value is None or type(value) is bytes)
-            and self._txn.may_send(now := self._now_ms())
-            and now - meta.read_ms <= self.metadata_max_age_ms
+            and (now := self._now_ms()) <= meta.fresh_until_ms
+            and now <= self._txn.send_until_ms
         ):
             if timestamp_ms is None:
                 stamp = now
@@ -267,14 +273,18 @@ class Producer:
                 chosen = partition_for_key(key, meta.partitions)
             else:  # taken only if the record is buffered here, as the general path does
                 chosen = self._next_round_robin % meta.partitions
-            if stamp >= 0 and type(chosen) is int and 0 <= chosen < meta.partitions:
-                tp = meta.names[chosen]
-                if self._accumulator.add_fast(
-                    tp, key, value, stamp, meta.batch_limit, meta.fits_alone
-                ):
-                    if partition is None and key is None:
-                        self._next_round_robin += 1
-                    return tp
+            if (
+                stamp >= 0
+                and type(chosen) is int
+                and 0 <= chosen < meta.partitions
+                and (buffer := meta.buffers[chosen]) is not None
+                and self._accumulator.add_fast(
+                    buffer, key, value, stamp, meta.batch_limit, meta.fits_alone
+                )
+            ):
+                if partition is None and key is None:
+                    self._next_round_robin += 1
+                return meta.names[chosen]
         self._txn.require_open_transaction(f"send() to {topic!r}")
         try:
             return self._send(topic, value, key, partition, headers, timestamp_ms)
@@ -370,16 +380,17 @@ class Producer:
         metadata: re-read after ``metadata_max_age_ms`` or when a partition is out of range."""
         cached = self._topics.get(topic)
         now = self._log.clock.time_ms()
-        if refresh or cached is None or now - cached.read_ms > self.metadata_max_age_ms:
+        if refresh or cached is None or now > cached.fresh_until_ms:
             partitions = len(self._log.partitions(topic))
             max_bytes = self._log.topic_config(topic).max_message_bytes
             cached = _TopicMetadata(
                 partitions,
                 max_bytes,
-                now,
+                now + self._metadata_max_age_ms,
                 tuple(TopicPartition(topic, p) for p in range(partitions)),
                 min(self.batch_size, max_bytes - HEADER_SIZE),
                 fits_alone_size(max_bytes, self.compression),
+                self._accumulator.record_buffers(topic, partitions),
             )
             self._topics[topic] = cached
         return cached

@@ -10,19 +10,18 @@ high it went.
 Its drain is also the synchronous half of Kafka's ``Sender``: a partition's buffer leaves as
 record batches stamped with the producer id, epoch and the partition's next sequence (P-08,
 P-09), each appended whole through ``append_client_batch`` (F-08); a record leaves its buffer
-only once the batch holding it was appended, so a failed append loses none. ``split_count``
-says how many records to try next when a batch came out larger than ``max.message.bytes``,
-which only compression can cause (the uncompressed size is exact): Kafka's producer likewise
-splits a batch the broker refused as too large and re-enqueues the parts, in order.
-``check_record_fits`` is ``send()``'s size check of one record (F-09); ``drop_too_large``
-removes a record that no longer fits even alone.
+only once the batch holding it was appended, so a failed append loses none. A batch that
+came out larger than ``max.message.bytes``, which only compression can cause (the
+uncompressed size is exact), is split (``batch_limits.split_count``): Kafka's producer
+likewise splits a batch the broker refused as too large and re-enqueues the parts, in order;
+a record that no longer fits even alone is dropped with an error that names it
+(``batch_limits.drop_too_large``).
 
 Not thread-safe; the producer that owns the accumulator serialises access (C-39).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from txn_log.coordinator.transaction_coordinator import TransactionCoordinator
@@ -31,9 +30,10 @@ from txn_log.coordinator.transactional_append import (
     append_client_batch,
     verified_transaction_starts,
 )
-from txn_log.errors import RecordTooLargeError, TxnLogError, UnknownTopicOrPartitionError
+from txn_log.errors import TxnLogError, UnknownTopicOrPartitionError
 from txn_log.fault_points import crash_point
 from txn_log.log_dir.log_manager import LogManager
+from txn_log.producer.batch_limits import MAX_BATCH_BYTES, drop_too_large, split_count
 from txn_log.producer.producer_batch import (
     ArrowBuffer,
     PartitionBuffer,
@@ -43,11 +43,10 @@ from txn_log.producer.producer_batch import (
 from txn_log.producer.producer_record import (
     ProducerRecord,
     RecordMetadata,
-    max_compressed_size,
     record_size,
 )
 from txn_log.producer.transaction_manager import TransactionManager
-from txn_log.record.batch_header import HEADER_SIZE, Compression
+from txn_log.record.batch_header import Compression
 from txn_log.record.varint import size_of_varint
 from txn_log.storage.group_sync import flush_all
 from txn_log.topic_partition import TopicPartition
@@ -55,8 +54,6 @@ from txn_log.topic_partition import TopicPartition
 if TYPE_CHECKING:
     from txn_log.storage.partition_log import PartitionLog
 
-MAX_BATCH_BYTES = (1 << 31) - 1
-"""The batch length field's limit (int32), whatever ``max.message.bytes`` says."""
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at int32 max (P-12)
 
 
@@ -80,8 +77,11 @@ class RecordAccumulator:
         self.compression = compression
         self.buffer_memory = buffer_memory
         self._buffers: dict[TopicPartition, ProducerBuffer] = {}
+        # the record buffers of ``_buffers`` again, per topic by partition (None: none), for
+        # ``send()``'s common case: lists handed out by ``record_buffers``, changed in place
+        self._record_buffers: dict[str, list[PartitionBuffer | None]] = {}
         self._buffered_bytes = 0  # of every buffer together
-        self.peak_buffered_bytes = 0
+        self._peak_before_drain = 0  # the most buffered before the last decrease
         self._sequences: dict[TopicPartition, int] = {}
         # appended to since the last flush: the partition log appended through (None: by
         # another path, ``add_written``), whose file the flush syncs
@@ -90,9 +90,42 @@ class RecordAccumulator:
 
     # --- buffering -------------------------------------------------------------------------------
 
+    @property
+    def peak_buffered_bytes(self) -> int:
+        """The most bytes the buffers held together so far: between two decreases the
+        buffered bytes only grow, so the peak is the larger of the current figure and the
+        figure before the last decrease (noted there, not on every add)."""
+        return max(self._peak_before_drain, self._buffered_bytes)
+
     def buffer(self, tp: TopicPartition) -> ProducerBuffer | None:
         """``tp``'s buffer, None when nothing is buffered for it."""
         return self._buffers.get(tp)
+
+    def record_buffers(self, topic: str, partitions: int) -> list[PartitionBuffer | None]:
+        """``topic``'s record buffers by partition (None where a partition has none, or an
+        Arrow buffer), at least ``partitions`` long: a live list, the same object on every
+        call, which the accumulator changes in place whenever a buffer comes or goes, so
+        ``send()``'s common case finds a partition's buffer without hashing its name."""
+        slots = self._record_buffers.setdefault(topic, [])
+        for partition in range(len(slots), partitions):
+            buffer = self._buffers.get(TopicPartition(topic, partition))
+            slots.append(buffer if isinstance(buffer, PartitionBuffer) else None)
+        return slots
+
+    def _put_buffer(self, tp: TopicPartition, buffer: ProducerBuffer) -> None:
+        """Make ``buffer`` ``tp``'s, in ``_buffers`` and its topic's ``record_buffers``."""
+        self._buffers[tp] = buffer
+        self._set_slot(tp, buffer if isinstance(buffer, PartitionBuffer) else None)
+
+    def _remove_buffer(self, tp: TopicPartition) -> None:
+        """``tp`` has no buffer any more, in ``_buffers`` nor in ``record_buffers``."""
+        self._buffers.pop(tp, None)
+        self._set_slot(tp, None)
+
+    def _set_slot(self, tp: TopicPartition, buffer: PartitionBuffer | None) -> None:
+        slots = self._record_buffers.get(tp.topic)
+        if slots is not None and tp.partition < len(slots):
+            slots[tp.partition] = buffer
 
     def add_record(
         self, tp: TopicPartition, record: ProducerRecord, body_size: int, size: int
@@ -102,14 +135,15 @@ class RecordAccumulator:
         appended it)."""
         buffer = self._buffers.get(tp)
         if not isinstance(buffer, PartitionBuffer):
-            buffer = self._buffers[tp] = PartitionBuffer()
+            buffer = PartitionBuffer()
+            self._put_buffer(tp, buffer)
             size = record_size(body_size, 0, 0)
         buffer.add(record, body_size, size)
-        self._added(size)
+        self._buffered_bytes += size
 
     def add_fast(
         self,
-        tp: TopicPartition,
+        buffer: PartitionBuffer,
         key: bytes | None,
         value: bytes | None,
         timestamp: int,
@@ -117,30 +151,33 @@ class RecordAccumulator:
         fits_alone: int,
     ) -> bool:
         """``send()``'s common case: buffer a record whose fields are checked (bytes or None
-        key and value, no headers, a valid timestamp) when ``tp`` has an open record buffer
-        and the record fits it, ``batch_limit`` and ``buffer_memory`` without draining
-        anything, and its size is at most ``fits_alone`` (so ``check_record_fits`` would pass
-        on the size alone). Sizes it exactly as ``record_body_size`` and ``record_size`` do,
-        inline. False, changing nothing, when any of that does not hold."""
-        buffer = self._buffers.get(tp)
-        if type(buffer) is not PartitionBuffer or not buffer.values:
+        key and value, no headers, a valid timestamp) in ``buffer``, a partition's record
+        buffer from ``record_buffers``, when it holds records and the record fits it,
+        ``batch_limit`` and ``buffer_memory`` without draining anything, and its size is at
+        most ``fits_alone`` (so ``check_record_fits`` would pass on the size alone). Sizes it
+        exactly as ``record_body_size`` and ``record_size`` do, inline. False, changing
+        nothing, when any of that does not hold."""
+        values = buffer.values
+        if not values:
             return False
         # varints of non-negative n: 1 byte below 64 (zigzag 2n < 2**7), 2 below 8192
-        body = 2  # attributes, header count 0
         if key is None:
-            body += 1
+            body = 3  # attributes, key length -1, header count 0
         else:
             length = len(key)
-            body += length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
+            body = length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
+            body += 2
         if value is None:
             body += 1
         else:
             length = len(value)
             body += length + (1 if length < 64 else 2 if length < 8192 else size_of_varint(length))
-        index = len(buffer.values)
-        delta = timestamp - buffer.first_timestamp
+        index = len(values)
+        same_run = timestamp == buffer.last_timestamp  # the timestamp delta's size is known
         body += (1 if index < 64 else 2 if index < 8192 else size_of_varint(index)) + (
-            1 if 0 <= delta < 64 else size_of_varint(delta)
+            buffer.last_delta_size
+            if same_run
+            else size_of_varint(timestamp - buffer.first_timestamp)
         )
         size = body + (1 if body < 64 else 2 if body < 8192 else size_of_varint(body))
         if (
@@ -149,24 +186,25 @@ class RecordAccumulator:
             or self._buffered_bytes + size > self.buffer_memory
         ):
             return False
-        buffer.keys.append(key)
-        buffer.values.append(value)
-        buffer.timestamps.append(timestamp)
+        if not same_run:
+            buffer.new_timestamp(index, timestamp)
+        if key is not None or buffer.keys is not None:
+            buffer.add_key(index, key)
+        values.append(value)
         if buffer.headers is not None:
             buffer.headers.append(())
         buffer.size += size
-        self._buffered_bytes += size  # _added, inline: once per record
-        if self._buffered_bytes > self.peak_buffered_bytes:
-            self.peak_buffered_bytes = self._buffered_bytes
+        self._buffered_bytes += size
         return True
 
     def add_arrow(self, tp: TopicPartition, records: Any) -> ArrowBuffer:
         """Buffer an Arrow record batch (or table) for ``tp``; returns ``tp``'s buffer."""
         buffer = self._buffers.get(tp)
         if not isinstance(buffer, ArrowBuffer):
-            buffer = self._buffers[tp] = ArrowBuffer()
+            buffer = ArrowBuffer()
+            self._put_buffer(tp, buffer)
         buffer.add(records)
-        self._added(int(records.nbytes))
+        self._buffered_bytes += int(records.nbytes)
         return buffer
 
     def drain_before_buffering(self, tp: TopicPartition, what: str) -> None:
@@ -188,12 +226,14 @@ class RecordAccumulator:
     def clear(self) -> None:
         """Drop everything buffered (an aborted transaction's records)."""
         self._buffers.clear()
-        self._buffered_bytes = 0
+        for slots in self._record_buffers.values():
+            slots[:] = [None] * len(slots)  # in place: the lists are handed out
+        self._drained(self._buffered_bytes)
 
-    def _added(self, size: int) -> None:
-        self._buffered_bytes += size
-        if self._buffered_bytes > self.peak_buffered_bytes:
-            self.peak_buffered_bytes = self._buffered_bytes
+    def _drained(self, size: int) -> None:
+        """``size`` buffered bytes left the buffers; the peak before is noted first."""
+        self._peak_before_drain = self.peak_buffered_bytes
+        self._buffered_bytes -= size
 
     # --- draining --------------------------------------------------------------------------------
 
@@ -266,13 +306,13 @@ class RecordAccumulator:
         """
         buffer = self._buffers.get(tp)
         if buffer is None or not buffer.count:
-            self._buffers.pop(tp, None)
+            self._remove_buffer(tp)
             return []
         before = buffer.size
         try:
             return self._drain_buffer(tp, buffer, verified)
         finally:
-            self._buffered_bytes -= before - (buffer.size if tp in self._buffers else 0)
+            self._drained(before - (buffer.size if tp in self._buffers else 0))
 
     def _drain_buffer(
         self, tp: TopicPartition, buffer: ProducerBuffer, verified: VerifiedTransaction | None
@@ -313,7 +353,7 @@ class RecordAccumulator:
             if verified is not None:
                 break
         if not buffer.count:
-            del self._buffers[tp]
+            self._remove_buffer(tp)
         return results
 
     def _partition_log_for_drain(self, tp: TopicPartition, buffer: ProducerBuffer) -> PartitionLog:
@@ -326,12 +366,12 @@ class RecordAccumulator:
             if self._txn.transactional_id is not None:
                 raise
             count = buffer.count
-            del self._buffers[tp]
+            self._remove_buffer(tp)
             raise UnknownTopicOrPartitionError(
                 f"{error}; the {count} record(s) buffered for {tp} were dropped"
             ) from error
 
-    def encode(self, records: list[ProducerRecord], sequence: int) -> bytes:
+    def encode(self, records: list[ProducerRecord], sequence: int) -> bytes | memoryview:
         """One batch of ``records`` with this producer's id, epoch and codec."""
         return encode_producer_batch(records, **self._batch_settings(sequence))
 
@@ -346,94 +386,3 @@ class RecordAccumulator:
             "compression": self.compression,
             "now_ms": self._log.clock.time_ms(),
         }
-
-
-def split_count(count: int, batch_bytes: int, limit: int) -> int:
-    """How many of the ``count`` records whose batch took ``batch_bytes`` (> ``limit``) to
-    put in the next, smaller batch: their share of the limit, at least one, fewer than
-    ``count`` (so that splitting always ends)."""
-    return max(1, min(count - 1, count * limit // batch_bytes))
-
-
-def fits_alone_size(max_bytes: int, compression: Compression) -> int:
-    """The largest record size (in a batch, header excluded) that ``check_record_fits``
-    accepts on its first comparison: any record at most this large fits ``max_bytes`` alone,
-    compressed or not. -1 when none does."""
-    limit = min(max_bytes, MAX_BATCH_BYTES) - HEADER_SIZE
-    low, high = -1, max(limit, -1)  # max_compressed_size(s) >= s: the answer is below limit
-    while low < high:
-        middle = (low + high + 1) // 2
-        if max_compressed_size(middle, compression) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def check_record_fits(
-    tp: TopicPartition,
-    record: ProducerRecord,
-    body_size: int,
-    size_in_batch: int,
-    max_bytes: int,
-    compression: Compression,
-    encode: Callable[[list[ProducerRecord], int], bytes],
-) -> None:
-    """RecordTooLargeError unless ``record`` alone makes a batch within ``max_bytes`` (F-09):
-    exactly, and compressed (``encode``, the producer's own) when ``max_compressed_size`` says
-    the codec could grow it past the limit. That is the batch the producer writes for this
-    record alone, so a record accepted here never fails there on size while the config holds.
-
-    ``size_in_batch`` (the record's size at its place in its buffer, never less than alone)
-    decides the common case in one comparison.
-    """
-    limit = min(max_bytes, MAX_BATCH_BYTES)
-    if HEADER_SIZE + max_compressed_size(size_in_batch, compression) <= limit:
-        return
-    size = record_size(body_size, 0, 0)
-    if HEADER_SIZE + size > limit:
-        raise RecordTooLargeError(too_large_message(tp, size, None, max_bytes))
-    if HEADER_SIZE + max_compressed_size(size, compression) > limit:
-        compressed = len(encode([record], 0))
-        if compressed > limit:
-            raise RecordTooLargeError(
-                too_large_message(tp, size, (compressed, compression), max_bytes)
-                + "; the data does not compress: send it uncompressed or in smaller records"
-            )
-
-
-def drop_too_large(
-    tp: TopicPartition,
-    buffer: ProducerBuffer,
-    batch_bytes: int,
-    limit: int,
-    compression: Compression,
-) -> RecordTooLargeError:
-    """Drop the record at the head of ``buffer``, whose batch alone took ``batch_bytes`` (more
-    than ``limit``), and return the error that names it, for the caller to raise."""
-    size = buffer.head_size()
-    key = buffer.head_key()
-    buffer.remove_head(1)
-    compressed = None if compression is Compression.NONE else (batch_bytes, compression)
-    return RecordTooLargeError(
-        f"{too_large_message(tp, size, compressed, limit)}; the record ("
-        f"{'null key' if key is None else f'key {key[:40]!r}'}) was dropped, "
-        f"{buffer.count} record(s) after it stay buffered"
-    )
-
-
-def too_large_message(
-    tp: TopicPartition,
-    record_bytes: int,
-    compressed: tuple[int, Compression] | None,
-    max_bytes: int,
-) -> str:
-    """RecordTooLargeError's message: the record's size, its batch's size before (and after)
-    compression, and the limit (F-09)."""
-    batch = f"a batch of {HEADER_SIZE + record_bytes} bytes"
-    if compressed is not None:
-        batch += f", {compressed[0]} bytes with {compressed[1].name.lower()} compression"
-    return (
-        f"{tp}: record of {record_bytes} bytes makes {batch}, more than the topic's "
-        f"max.message.bytes of {max_bytes}"
-    )

@@ -40,6 +40,7 @@ from txn_log.errors import (
     TxnLogError,
 )
 from txn_log.group.group_offsets import OFFSETS_PARTITION
+from txn_log.record.varint import INT64_MAX
 from txn_log.topic_partition import TopicPartition
 
 _P = ParamSpec("_P")
@@ -88,16 +89,56 @@ class TransactionManager:
     ) -> None:
         self._coordinator = coordinator
         self._clock = clock
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transactional_id = transactional_id  # fixed for the manager's life
+        self.transaction_timeout_ms = transaction_timeout_ms  # likewise
         self.producer_id = -1
         self.producer_epoch = -1
-        self.state = State.UNINITIALIZED
-        self._fatal: TxnLogError | None = None
+        self._fatal: TxnLogError | None = None  # set only together with state FATAL
         self._abortable: BaseException | None = None  # what failed the transaction
         self._partitions: set[TopicPartition] = set()  # registered with the coordinator
-        self._started_ms = -1  # when the coordinator learnt of the transaction
         self._writes: dict[TopicPartition, PartitionWrites] = {}
+        self.send_until_ms = -1
+        """The last clock reading (ms) at which a send passes ``require_open_transaction``
+        and ``maybe_check_transaction_timeout`` with nothing to do, -1 when no send does:
+        ``send()``'s common case compares its clock reading with it once per record.
+        Recomputed (``_update_send_window``) whenever ``state`` or ``_started_ms`` is set."""
+        self._state = State.UNINITIALIZED
+        self._txn_started_ms = -1  # when the coordinator learnt of the transaction
+        self._update_send_window()
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        self._state = state
+        self._update_send_window()
+
+    @property
+    def _started_ms(self) -> int:
+        """When the coordinator learnt of the transaction (ms), -1 before."""
+        return self._txn_started_ms
+
+    @_started_ms.setter
+    def _started_ms(self, started_ms: int) -> None:
+        self._txn_started_ms = started_ms
+        self._update_send_window()
+
+    def _update_send_window(self) -> None:
+        """``send_until_ms`` from the state it summarises: inside a transaction, until its
+        timeout once the coordinator knows of it (C-25: past it the send must ask the
+        coordinator), without limit before; an idempotent producer that is ready (or not yet
+        initialised) without limit; never in any other state, nor after a fatal error."""
+        if self._fatal is not None:
+            self.send_until_ms = -1
+        elif self._state is State.IN_TRANSACTION:
+            started = self._txn_started_ms
+            self.send_until_ms = INT64_MAX if started < 0 else started + self.transaction_timeout_ms
+        elif self.transactional_id is None and self._state in (State.READY, State.UNINITIALIZED):
+            self.send_until_ms = INT64_MAX
+        else:
+            self.send_until_ms = -1
 
     @property
     def is_transactional(self) -> bool:
@@ -285,18 +326,6 @@ class TransactionManager:
                 f"{call} on producer {self.transactional_id!r} in state {self.state.value}; "
                 f"it needs state {state.value}"
             )
-
-    def may_send(self, now_ms: int) -> bool:
-        """Whether a send at ``now_ms`` passes ``require_open_transaction`` and
-        ``maybe_check_transaction_timeout`` with nothing to do: ``send()``'s common case asks
-        this once per record; False sends it through those checks."""
-        if self._fatal is not None:
-            return False
-        if self.state is State.IN_TRANSACTION:
-            return self._started_ms < 0 or now_ms - self._started_ms <= self.transaction_timeout_ms
-        return self.transactional_id is None and (
-            self.state is State.READY or self.state is State.UNINITIALIZED
-        )
 
     def require_open_transaction(self, call: str) -> None:
         """A transactional producer sends and registers inside a transaction only. After

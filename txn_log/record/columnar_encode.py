@@ -3,11 +3,14 @@
 Every varint of every record (length, timestamp delta, offset delta, key and value lengths)
 is computed with numpy and written into one ``(records, width)`` byte matrix; a mask selects
 each row's used bytes, so ``matrix[mask]`` is all varint bytes in record order. Those bytes
-become a binary array of per-record *pieces* (``length attributes ts_delta offset_delta
-key_length`` | ``value_length`` | ``header_count``), and one Arrow ``take`` over the chunked
-array ``[pieces, keys, values]`` interleaves them with the key and value bytes in C++: the
-result's data buffer *is* the records section (F-16). Record headers (rare) are encoded per
-record in Python and take the place of the third piece.
+become a binary array of *pieces*, and one Arrow ``take`` over the chunked array ``[pieces,
+keys, values]`` interleaves them with the key and value bytes in C++: the result's data
+buffer *is* the records section (F-16). Without record headers the pieces are the bytes
+between one value and the next (the previous record's header count 0, then ``length
+attributes ts_delta offset_delta key_length`` | ``value_length``), cut at the key unless
+every key is null: two take elements per record for null keys, four with keys. Record
+headers (rare) are encoded per record in Python and follow each value as a chunk of their
+own (pieces ``length .. key_length`` | ``value_length``, five elements per record).
 
 Input columns by name: ``value`` (binary/large_binary/string..., nullable, required), ``key``
 (optional, nullable), ``timestamp`` (optional; int64 ms or an Arrow timestamp of any unit,
@@ -23,8 +26,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txn_log.errors import InvalidRecordError
+from txn_log.record.batch_header import HEADER_SIZE
 from txn_log.record.varint import encode_varint, varint_sizes, zigzag_array
 
 _AS_BINARY = ("string", "large_string", "large_binary", "binary_view", "string_view")
@@ -48,12 +53,16 @@ def _binary_input(array: Any, name: str) -> Any:
 def _lengths(array: Any) -> Any:
     """int64 byte lengths of a binary array's elements, -1 for nulls."""
     count = len(array)
+    if array.null_count == count:
+        return np.full(count, -1, dtype=np.int64)
     offsets = np.frombuffer(
         array.buffers()[1], dtype=np.int32, count=count + 1, offset=4 * array.offset
     )
     lengths = np.diff(offsets).astype(np.int64)
-    if array.null_count:
-        lengths[np.asarray(array.is_null())] = -1
+    if array.null_count:  # from the validity bitmap: is_null() builds an array to convert
+        bits = np.frombuffer(array.buffers()[0], dtype=np.uint8)
+        valid = np.unpackbits(bits, count=array.offset + count, bitorder="little")
+        lengths[valid[array.offset :] == 0] = -1
     return lengths
 
 
@@ -63,6 +72,8 @@ def _timestamps_input(columns: Any, count: int, now_ms: int) -> Any:
         return np.full(count, now_ms, dtype=np.int64)
     column = _column(columns, "timestamp")
     kind = column.type
+    if kind == pa.int64() and not column.null_count:
+        return column.to_numpy()  # ms already, no copy
     if not (pa.types.is_timestamp(kind) or pa.types.is_integer(kind)):
         raise InvalidRecordError(f"column 'timestamp' must be int64 ms or timestamp, got {kind}")
     scale, divisor = _UNIT_TO_MS[kind.unit] if pa.types.is_timestamp(kind) else (1, 1)
@@ -102,14 +113,15 @@ def _two_byte_encodings() -> Any:
 
 def _write_varints(matrix: Any, mask: Any, column: int, raw: Any, sizes: Any, width: int) -> None:
     """Write one field's varints (zigzag images ``raw``, at most ``width`` bytes each) into
-    ``matrix`` columns from ``column`` on, marking the bytes used in ``mask``."""
+    ``matrix`` columns from ``column`` on, marking the bytes used in ``mask`` (none where
+    ``sizes`` is 0: a field a row does not have)."""
     if width == 1:
         matrix[:, column] = raw
-        mask[:, column] = True
+        mask[:, column] = sizes > 0
     elif width == 2:  # one gather from a table instead of two passes of bit arithmetic
         pairs = _two_byte_encodings().take(raw)
         matrix[:, column : column + 2] = pairs.view(np.uint8).reshape(-1, 2)
-        mask[:, column] = True
+        mask[:, column] = sizes > 0
         mask[:, column + 1] = sizes > 1
     else:
         for group in range(width):
@@ -123,7 +135,8 @@ def _varint_pieces(values: Any, sizes: Any, splits: list[int]) -> Any:
 
     ``values`` (int64) and ``sizes`` are ``(fields, records)``; piece ``g`` of record ``i`` is
     element ``i * (len(splits) + 1) + g``. Each field's bytes go into columns of one byte
-    matrix; ``matrix[mask]`` flattens the used bytes in record order (F-19).
+    matrix; ``matrix[mask]`` flattens the used bytes in record order (F-19). A size of 0
+    leaves the field out of that record's piece.
     """
     fields, count = values.shape
     widths = sizes.max(axis=1).tolist()
@@ -162,15 +175,18 @@ def _offset_deltas(count: int) -> tuple[Any, Any]:
 def _records_bytes(
     values: Any, keys: Any, timestamps: Any, header_blocks: list[bytes] | None
 ) -> tuple[Any, int]:
-    """The uncompressed records section (F-16) and its size, offset deltas 0..n-1."""
+    """The uncompressed records section (F-16), offset deltas 0..n-1, after ``HEADER_SIZE``
+    bytes of room (``_framed``), and its size."""
     count = len(values)
     key_lengths = _lengths(keys) if keys is not None else np.full(count, -1, dtype=np.int64)
     value_lengths = _lengths(values)
+    if header_blocks is None:
+        return _records_between_values(values, keys, key_lengths, value_lengths, timestamps)
     timestamp_deltas = timestamps - timestamps[0]  # signed (F-17)
     offset_deltas, offset_sizes = _offset_deltas(count)
     # fields: length, attributes (0), timestamp delta, offset delta, key length | value
-    # length | header count (0, unless headers follow as their own chunk)
-    fields = np.zeros((7 if header_blocks is None else 6, count), dtype=np.int64)
+    # length; the header block follows as its own chunk
+    fields = np.zeros((6, count), dtype=np.int64)
     fields[2] = timestamp_deltas
     fields[3] = offset_deltas
     fields[4] = key_lengths
@@ -181,19 +197,111 @@ def _records_bytes(
     sizes[4] = varint_sizes(key_lengths)
     sizes[5] = varint_sizes(value_lengths)
     body = sizes[1:].sum(axis=0) + np.maximum(key_lengths, 0) + np.maximum(value_lengths, 0)
-    if header_blocks is not None:
-        body += np.fromiter(map(len, header_blocks), dtype=np.int64, count=count)
+    body += np.fromiter(map(len, header_blocks), dtype=np.int64, count=count)
     fields[0] = body
     sizes[0] = varint_sizes(body)
-    splits = [5, 6] if header_blocks is None else [5]
-    chunks = [_varint_pieces(fields, sizes, splits), values]
-    chunks.insert(1, keys if keys is not None else pa.nulls(count, pa.binary()))
-    if header_blocks is not None:
-        chunks.append(pa.array(header_blocks, type=pa.binary()))
-    taken = pa.chunked_array(chunks).take(_interleave_indices(count, len(splits) + 1))
-    records = taken.chunk(0) if taken.num_chunks == 1 else pa.concat_arrays(taken.chunks)
+    chunks = [
+        _varint_pieces(fields, sizes, [5]),
+        keys if keys is not None else pa.nulls(count, pa.binary()),
+        values,
+        pa.array(header_blocks, type=pa.binary()),
+    ]
     size = int(sizes[0].sum() + body.sum())
-    return records.buffers()[2].slice(0, size), size
+    return _framed(_take(chunks, _interleave_indices(count)), size), size
+
+
+def _records_between_values(
+    values: Any, keys: Any, key_lengths: Any, value_lengths: Any, timestamps: Any
+) -> tuple[Any, int]:
+    """``_records_bytes`` for records without headers, as the bytes between values: gap
+    ``i`` is record ``i - 1``'s header count (0) and record ``i``'s fields up to its value,
+    the key's bytes between its length and the value length unless every key is null; the
+    last gap is the last header count alone. One ``take`` of gaps, keys and values, two
+    (keyless) or four elements per record, lays out the section."""
+    count = len(values)
+    keyless = keys is None or keys.null_count == count
+    timestamp_deltas = timestamps - timestamps[0]  # signed (F-17)
+    offset_deltas, offset_sizes = _offset_deltas(count)
+    # fields of gap i: header count of record i - 1 (none before the first), length,
+    # attributes (0), timestamp delta, offset delta, key length | value length; gap ``count``
+    # holds the last header count only
+    fields = np.zeros((7, count + 1), dtype=np.int64)
+    sizes = np.zeros_like(fields)
+    sizes[0, 1:] = 1
+    sizes[2, :count] = 1
+    fields[3, :count] = timestamp_deltas
+    sizes[3, :count] = varint_sizes(timestamp_deltas)
+    fields[4, :count] = offset_deltas
+    sizes[4, :count] = offset_sizes
+    fields[5, :count] = key_lengths
+    sizes[5, :count] = varint_sizes(key_lengths)
+    fields[6, :count] = value_lengths
+    sizes[6, :count] = varint_sizes(value_lengths)
+    data = np.maximum(key_lengths, 0) + np.maximum(value_lengths, 0)
+    body = sizes[2:, :count].sum(axis=0) + data + 1  # + the header count
+    fields[1, :count] = body
+    sizes[1, :count] = varint_sizes(body)
+    pieces = _varint_pieces(fields, sizes, [] if keyless else [6])
+    chunks = [pieces, values] if keyless else [pieces, keys, values]
+    size = int(sizes.sum() + data.sum())
+    return _framed(_take(chunks, _gap_indices(count, keyless)), size), size
+
+
+_HEADER_ROOM = pa.array([bytes(HEADER_SIZE)], pa.binary())
+
+
+def _take(chunks: list[Any], indices: Any) -> Any:
+    """One binary array of ``HEADER_SIZE`` zero bytes (element 0, room for the batch header)
+    and the elements of ``chunks`` (taken as one array, from element 1 on) at ``indices``."""
+    taken = pc.take(pa.chunked_array([_HEADER_ROOM, *chunks]), indices)
+    if taken.num_chunks == 1:
+        return taken.chunk(0)
+    return pa.concat_arrays(taken.chunks)
+
+
+def _framed(taken: Any, size: int) -> memoryview:
+    """A writable view of the header room and the ``size`` bytes of records ``_take`` laid
+    out: its data buffer, which the take allocated and nothing else refers to (a copy, should
+    an Arrow build hand it out read-only)."""
+    view = memoryview(taken.buffers()[2]).cast("B")[: HEADER_SIZE + size]  # bytes, not chars
+    return memoryview(bytearray(view)) if view.readonly else view
+
+
+_INTERLEAVE_INDICES: dict[tuple[int, bool], Any] = {}
+
+
+def _gap_indices(count: int, keyless: bool) -> Any:
+    """Cached take indices over ``[room, gaps, values]`` (keyless: the room, gap ``i``,
+    value ``i``, ..., gap ``count``) or ``[room, gaps, keys, values]`` (two gap pieces a
+    record, split before the value length: the room, piece ``2i``, key ``i``, piece
+    ``2i + 1``, value ``i``, ..., piece ``2 * count``); ``_take`` puts the room first."""
+    indices = _INTERLEAVE_INDICES.get((count, keyless))
+    if indices is None:
+        record = np.arange(count, dtype=np.int64)
+        if keyless:
+            plan = np.empty(2 * count + 1, dtype=np.int64)
+            plan[0::2] = 1 + np.arange(count + 1)
+            plan[1::2] = 1 + count + 1 + record
+        else:
+            base = 2 * count + 2
+            steps = np.stack([2 * record, base + record, 2 * record + 1, base + count + record])
+            plan = 1 + np.append(steps.T.ravel(), 2 * count)
+        indices = pa.array(np.append(0, plan))  # the header room first
+        if len(_INTERLEAVE_INDICES) < 128:
+            _INTERLEAVE_INDICES[(count, keyless)] = indices
+    return indices
+
+
+def _interleave_indices(count: int) -> Any:
+    """Take indices over ``[room, pieces, keys, values, header blocks]`` (two pieces a
+    record) putting the header room first, then each record's bytes in order: piece 0, key,
+    piece 1, value, header block."""
+    record = np.arange(count, dtype=np.int64)
+    first, base = 2 * record, 2 * count
+    plan = np.stack(
+        [first, base + record, first + 1, base + count + record, base + 2 * count + record]
+    )
+    return pa.array(np.append(0, 1 + plan.T.ravel()))  # the header room first
 
 
 def _headers_input(columns: Any) -> Any:
@@ -211,26 +319,10 @@ def _headers_input(columns: Any) -> Any:
     return headers
 
 
-_INTERLEAVE_INDICES: dict[tuple[int, int], Any] = {}
-
-
-def _interleave_indices(count: int, pieces: int) -> Any:
-    """Cached take indices over ``[pieces, keys, values, (header blocks)]`` putting each
-    record's bytes in order: piece 0, key, piece 1, value, piece 2 or header block."""
-    indices = _INTERLEAVE_INDICES.get((count, pieces))
-    if indices is None:
-        record = np.arange(count, dtype=np.int64)
-        first, base = pieces * record, pieces * count
-        trailer = first + 2 if pieces == 3 else base + 2 * count + record
-        plan = np.stack([first, base + record, first + 1, base + count + record, trailer], axis=1)
-        indices = pa.array(plan.ravel())
-        if len(_INTERLEAVE_INDICES) < 128:
-            _INTERLEAVE_INDICES[(count, pieces)] = indices
-    return indices
-
-
-def encode_columns(columns: Any, now_ms: int) -> tuple[Any, Any]:
-    """``(records section buffer, int64 ms timestamps)`` of a RecordBatch or Table.
+def encode_columns(columns: Any, now_ms: int) -> tuple[memoryview, Any]:
+    """``(framed, int64 ms timestamps)`` of a RecordBatch or Table: ``framed`` is a writable
+    view of ``HEADER_SIZE`` zero bytes, room for the batch header, followed by the records
+    section, in an Arrow buffer that nothing else refers to.
 
     Raises ``InvalidRecordError`` for no rows (Kafka never writes an empty data batch), a
     missing ``value`` column or unusable column types.
@@ -245,5 +337,5 @@ def encode_columns(columns: Any, now_ms: int) -> tuple[Any, Any]:
     keys = _binary_input(_column(columns, "key"), "key") if "key" in names else None
     timestamps = _timestamps_input(columns, count, now_ms)
     blocks = _header_bytes(_headers_input(columns)) if "headers" in names else None
-    records, _ = _records_bytes(values, keys, timestamps, blocks)
-    return records, timestamps
+    framed, _ = _records_bytes(values, keys, timestamps, blocks)
+    return framed, timestamps

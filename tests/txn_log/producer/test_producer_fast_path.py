@@ -1,12 +1,15 @@
 """``send()``'s common case (issue 27): a record that joins a partition's open buffer is sized
 inline and buffered without a per-record object; these tests hold it to what the general path
 does (F-09, F-16, F-17, F-23, C-25): exact sizes, round-robin order, the transaction timeout
-and metadata refresh it must not skip, and the partitioner's remembered hashes."""
+and metadata refresh it must not skip, the precomputed send window it compares its clock
+reading with, the live lists it finds buffers in, the peak of buffered bytes it no longer
+tracks per record, and the partitioner's remembered hashes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,8 +20,10 @@ from txn_log.clock import ManualClock
 from txn_log.errors import ProducerFencedError, TxnLogError
 from txn_log.log import Log
 from txn_log.partitioner import partition_for_key
+from txn_log.producer.producer import Producer
 from txn_log.producer.producer_batch import PartitionBuffer
 from txn_log.producer.producer_record import records_section_size
+from txn_log.producer.transaction_manager import State
 from txn_log.record.batch_header import HEADER_SIZE
 from txn_log.topic_partition import TopicPartition
 
@@ -149,3 +154,174 @@ def test_remembered_key_hashes_give_kafkas_partitions(monkeypatch: pytest.Monkey
                 assert partition_for_key(key, partitions) == want
                 assert partition_for_key(bytearray(key), partitions) == want
     assert 0 < len(partitioner._HASHES) <= 8
+
+
+def general_checks_pass(producer: Producer, now_ms: int) -> bool:
+    """What ``send()``'s general path asks of the transaction state before a record: that
+    ``require_open_transaction`` passes and ``maybe_check_transaction_timeout`` has nothing
+    to ask the coordinator at ``now_ms``."""
+    txn = producer._txn
+    try:
+        txn.require_open_transaction("send()")
+    except TxnLogError:
+        return False
+    started = txn._started_ms
+    return started < 0 or now_ms - started <= txn.transaction_timeout_ms
+
+
+def producers_in_every_state(log: Log, clock: ManualClock) -> dict[str, Producer]:
+    """One producer per client state (and idempotent and transactional where both apply),
+    each reached through the public calls."""
+    log.create_topic("s", partitions=1)
+    made: dict[str, Producer] = {"idempotent": log.producer()}
+    made["idempotent, written"] = log.producer()
+    made["idempotent, written"].send("s", b"v", partition=0)
+    made["idempotent, written"].flush()
+    made["idempotent, closed"] = log.producer()
+    made["idempotent, closed"].close()
+    made["uninitialized"] = log.producer("uninit")
+    made["ready"] = log.producer("ready")
+    made["ready"].init_transactions()
+    made["in transaction"] = log.producer("begun")
+    made["in transaction"].init_transactions()
+    made["in transaction"].begin_transaction()
+    started = made["in transaction, registered"] = log.producer("started", 1_000)
+    started.init_transactions()
+    started.begin_transaction()
+    started.send("s", b"v", partition=0)
+    started.flush()
+    abortable = made["abortable error"] = log.producer("abortable")
+    abortable.init_transactions()
+    abortable.begin_transaction()
+    with pytest.raises(TxnLogError):
+        abortable.send("missing", b"v")
+    prepared = made["prepared"] = log.producer("prepared")
+    prepared.init_transactions()
+    prepared.begin_transaction()
+    prepared.send("s", b"v", partition=0)
+    prepared.prepare_transaction()
+    fenced = made["fatal"] = log.producer("fenced")
+    fenced.init_transactions()
+    fenced.begin_transaction()
+    fenced.send("s", b"v", partition=0)
+    log.producer("fenced").init_transactions()
+    with pytest.raises(ProducerFencedError):
+        fenced.flush()
+    made["closed"] = log.producer("closed")
+    made["closed"].init_transactions()
+    made["closed"].close()
+    return made
+
+
+def test_the_send_window_is_exactly_what_the_general_path_checks(tmp_path: Path) -> None:
+    """``send()``'s common case compares its clock reading with ``send_until_ms`` instead of
+    asking the transaction manager: for every client state (STYLE 4: the whole cross
+    product) and clock readings either side of the transaction timeout, that comparison
+    lets a send through exactly when the general path's checks would pass with nothing to
+    do (C-25, C-40)."""
+    clock = ManualClock(START_MS)
+    with Log.open(tmp_path / "log", clock=clock) as log:
+        made = producers_in_every_state(log, clock)
+        states = {name: p._txn.state for name, p in made.items()}
+        assert set(states.values()) == set(State)
+        for ahead in (0, 999, 1_000, 1_001, 10**9):
+            now = START_MS + ahead
+            for name, producer in made.items():
+                window = now <= producer._txn.send_until_ms
+                assert window == general_checks_pass(producer, now), (name, ahead)
+
+
+def check_record_buffer_lists(producer: Producer, topic: str, partitions: int) -> None:
+    """Every partition's entry in the accumulator's live list is its record buffer, None
+    when it has none or an Arrow buffer."""
+    accumulator = producer._accumulator
+    slots = accumulator.record_buffers(topic, partitions)
+    for partition in range(partitions):
+        buffer = accumulator.buffer(TopicPartition(topic, partition))
+        assert slots[partition] is (buffer if isinstance(buffer, PartitionBuffer) else None)
+
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(  # send(): partition, value size, a header
+            st.just("send"), st.integers(0, 2), st.integers(0, 300), st.booleans()
+        ),
+        st.tuples(st.just("batch"), st.integers(0, 2), st.integers(1, 40)),  # send_batch()
+        st.tuples(st.just("flush")),
+        st.tuples(st.just("abort")),
+    ),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps)
+def test_the_record_buffer_lists_follow_every_buffer_change(tmp_path: Path, plan: list) -> None:
+    """The lists ``send()``'s common case finds buffers in stay equal to the accumulator's
+    buffers through sends on both paths, Arrow batches (which take a partition's buffer
+    over), drains of full buffers, drains to make room in buffer.memory, flushes and aborts;
+    what was committed is what was sent, in order."""
+    clock = ManualClock(START_MS)
+    with Log.open(tmp_path / f"log{len(list(tmp_path.iterdir()))}", clock=clock) as log:
+        log.create_topic("t", partitions=3)
+        producer = log.producer("x", batch_size=1_500, buffer_memory=3_000)
+        producer.init_transactions()
+        producer.begin_transaction()
+        sent: list[list[bytes]] = [[], [], []]
+        committed: list[list[bytes]] = [[], [], []]
+        for number, (kind, *args) in enumerate(plan):
+            clock.advance(1)
+            if kind == "send":
+                partition, size, header = args
+                value = b"%06d" % number + b"x" * size
+                headers = [("h", b"1")] if header else None
+                producer.send("t", value, partition=partition, headers=headers)
+                sent[partition].append(value)
+            elif kind == "batch":
+                partition, count = args
+                values = [b"%06d-%d" % (number, i) for i in range(count)]
+                batch = pa.record_batch([pa.array(values, pa.binary())], names=["value"])
+                producer.send_batch(TopicPartition("t", partition), batch)
+                sent[partition] += values
+            elif kind == "flush":
+                producer.flush()
+            else:
+                producer.abort_transaction()
+                producer.begin_transaction()
+                sent = [[], [], []]
+            check_record_buffer_lists(producer, "t", 3)
+        producer.commit_transaction()
+        for partition in range(3):
+            committed[partition] = [
+                r.value for r in log.consumer().read(TopicPartition("t", partition), 0)
+            ]
+        assert committed == sent
+
+
+def test_the_peak_of_buffered_bytes_counts_a_batch_that_left_at_once(tmp_path: Path) -> None:
+    """``peak_buffered_bytes`` is the most the buffers held together, also when the most was
+    held only for a moment: an Arrow batch that fills its buffer is appended within the
+    ``send_batch()`` that buffered it."""
+    with Log.open(tmp_path / "log", clock=ManualClock(START_MS)) as log:
+        log.create_topic("t", partitions=2)
+        producer = log.producer(batch_size=20_000)
+        for _ in range(50):
+            producer.send("t", b"v" * 100, partition=0)
+        first = producer._accumulator.buffer(TopicPartition("t", 0))
+        assert first is not None
+        held = first.size
+        assert producer.peak_buffered_bytes == held
+        producer.flush()
+        assert producer.peak_buffered_bytes == held
+        for _ in range(10):
+            producer.send("t", b"v" * 100, partition=0)
+        assert producer.peak_buffered_bytes == held
+        second = producer._accumulator.buffer(TopicPartition("t", 0))
+        assert second is not None
+        batch = pa.record_batch([pa.array([b"w" * 1_000] * 30, pa.binary())], names=["value"])
+        producer.send_batch(TopicPartition("t", 1), batch)  # over batch.size: appended at once
+        assert producer._accumulator.buffer(TopicPartition("t", 1)) is None
+        assert producer.peak_buffered_bytes == max(held, second.size + batch.nbytes)
+        producer.flush()

@@ -28,6 +28,7 @@ from txn_log.record.codec import (
     Record,
     decode_batch,
     encode_batch,
+    encode_batch_buffer,
     encode_records,
     iter_records,
 )
@@ -411,3 +412,73 @@ def test_iter_batches_rejects_a_bad_magic() -> None:
     batch[16] = 1
     with pytest.raises(CorruptRecordError, match="magic 1"):
         list(iter_batches(bytes(batch)))
+
+
+@FAST
+@given(
+    st.integers(1, 300),
+    st.sampled_from(["null", "present", "mixed", "absent"]),
+    st.lists(st.integers(-100, 100), min_size=1, max_size=4),
+    st.integers(0, 200),
+    st.sampled_from(list(Compression)),
+)
+def test_columns_without_headers_encode_as_the_scalar_path(
+    count: int, keys: str, steps: list[int], value_size: int, codec: Compression
+) -> None:
+    """Without headers the columnar encoder lays out the bytes between values (each gap
+    holds the previous record's header count and the next record's fields up to its value,
+    cut at the key unless every key is null): for sections long enough that offset deltas
+    take two bytes, null, present, mixed and absent keys, timestamps either side of the
+    first, values of either varint size, its batch is the scalar path's byte for byte."""
+    key_of = {
+        "null": lambda i: None,
+        "present": lambda i: b"k%d" % i,
+        "mixed": lambda i: None if i % 3 else b"key" * (i % 5),
+        "absent": lambda i: None,
+    }[keys]
+    rows = [
+        (key_of(i), b"v" * ((value_size + i) % 201), NOW + steps[i % len(steps)] * i, ())
+        for i in range(count)
+    ]
+    columns: dict[str, Any] = {
+        "value": pa.array([r[1] for r in rows], pa.binary()),
+        "timestamp": pa.array([r[2] for r in rows], pa.int64()),
+    }
+    if keys != "absent":
+        columns["key"] = pa.array([r[0] for r in rows], pa.binary())
+    options: dict[str, Any] = {"compression": codec, "producer_id": 3, "base_sequence": 5}
+    batch = encode_batch(pa.table(columns), now_ms=NOW, **options)
+    assert batch == encode_records(rows, now_ms=NOW, **options)
+    assert [r.value for r in iter_records(batch)] == [r[1] for r in rows]
+
+
+@FAST
+@given(
+    st.lists(row_st, min_size=1, max_size=80),
+    st.sampled_from(list(Compression)),
+    st.booleans(),
+    st.sampled_from([TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME]),
+)
+def test_a_batch_in_the_encoders_buffer_is_encode_batchs_batch(
+    rows: list[Row], codec: Compression, with_headers: bool, timestamp_type: TimestampType
+) -> None:
+    """``encode_batch_buffer`` (the producer's encoder) gives ``encode_batch``'s bytes; an
+    uncompressed batch is written around the records in the Arrow buffer they were laid out
+    in (the header into the room before them), not copied into a new ``bytes``."""
+    if not with_headers:
+        rows = [(k, v, t, []) for k, v, t, _ in rows]
+    table = table_of(rows, headers=with_headers)
+    options: dict[str, Any] = {
+        "compression": codec,
+        "producer_id": 9,
+        "producer_epoch": 2,
+        "base_sequence": 40,
+        "transactional": True,
+        "timestamp_type": timestamp_type,
+        "now_ms": NOW,
+    }
+    batch = encode_batch_buffer(table, **options)
+    assert bytes(batch) == encode_batch(table, **options)
+    if codec is Compression.NONE:
+        assert isinstance(batch, memoryview) and isinstance(batch.obj, pa.Buffer)
+        assert not batch.readonly

@@ -137,6 +137,21 @@ def test_a_compacted_topic_refuses_a_record_without_a_key(log: Log) -> None:
     assert values(log, COMPACTED) == [b"v", b"v2"]
 
 
+@pytest.mark.parametrize("count", [2, 30, 100])
+def test_a_compacted_topic_names_every_record_without_a_key(log: Log, count: int) -> None:
+    """Both walks of the records (record by record up to 32, numpy above) report how many
+    records have no key and which (``record_errors``: Kafka's per-record errors, whole ints);
+    the numpy walk lists them only when the topic is compacted."""
+    keys = [None if i % 7 == 1 else b"k%d" % i for i in range(count)]
+    keyless = good_batch([b"v"] * count, keys=keys)
+    error = refused_and_nothing_written(log, COMPACTED, keyless, InvalidRecordError)
+    expected = [i for i, key in enumerate(keys) if key is None]
+    assert f"({len(expected)} of the batch's {count} records have none)" in str(error)
+    assert isinstance(error, InvalidRecordError)
+    assert [index for index, _ in error.record_errors] == expected
+    assert all(type(index) is int for index, _ in error.record_errors)
+
+
 def test_a_compressed_batch_is_checked_after_decompression(log: Log) -> None:
     """The count and offset checks apply to the records inside a compressed section too."""
     gz = good_batch([b"x", b"y"], compression=Compression.GZIP)
