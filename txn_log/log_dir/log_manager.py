@@ -62,7 +62,7 @@ from txn_log.log_dir.topic_config_watch import TopicConfigWatch
 from txn_log.storage.delete_records import DeleteRecordsResult, delete_records
 from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
 from txn_log.storage.log_cleaner import CleanerStats, clean_partition
-from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
+from txn_log.storage.partition_log import PartitionLog, partition_file_lock
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
 from txn_log.storage.partition_reader import PartitionReader, open_partition_reader
@@ -405,7 +405,7 @@ class LogManager:
         """Remove one partition directory under the partition's lock (see ``delete_topic``)."""
         if not directory.is_dir():
             return
-        lock = FileLock(directory / LOCK_FILE)
+        lock = partition_file_lock(directory)
         try:
             with lock:
                 (directory / PARTITION_METADATA_FILE).unlink(missing_ok=True)
