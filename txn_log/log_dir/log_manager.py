@@ -48,7 +48,7 @@ from txn_log.log_dir.alter_configs import (
     defaults_for,
     stored_overrides,
 )
-from txn_log.log_dir.broker_config import BrokerConfigStore
+from txn_log.log_dir.broker_config import BrokerConfig, BrokerConfigStore
 from txn_log.log_dir.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
@@ -455,10 +455,18 @@ class LogManager:
             watch = self._config_watches.get(topic)
             if watch is None:
                 path, store = self._meta_path(topic), self.broker_configs
+                derived: tuple[BrokerConfig, Mapping[str, str]] | None = None
 
-                def defaults() -> dict[str, str]:
-                    taken = store.current().topic_defaults(topic)
-                    return {key: value for key, (value, _) in taken.items()}
+                def defaults() -> Mapping[str, str]:
+                    # derived once per version of the broker config (``current`` returns the
+                    # same object while its file is unchanged), so the watch's look at an
+                    # unchanged file costs its one ``stat``
+                    nonlocal derived
+                    config = store.current()
+                    if derived is None or derived[0] is not config:
+                        taken = config.topic_defaults(topic)
+                        derived = (config, {k: v for k, (v, _) in taken.items()})
+                    return derived[1]
 
                 internal = topic in INTERNAL_TOPICS  # never a broker default: not even looked at
                 watch = TopicConfigWatch(path, None if internal else defaults)

@@ -348,6 +348,7 @@ class PartitionLog(PartitionReader):
         sync: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_verified: bool = False,
+        config: TopicConfig | None = None,
     ) -> AppendResult:
         """Append one client batch atomically (F-08); validation failures write nothing.
 
@@ -370,12 +371,15 @@ class PartitionLog(PartitionReader):
         The topic's config is read again first (``refresh_config``), so a config another
         process changed applies from this batch on: its ``max.message.bytes``, and its
         ``compression.type``, in which a CLIENT batch of another codec is stored
-        (``log_validator.maybe_recompress``; the result's offsets are the same).
+        (``log_validator.maybe_recompress``; the result's offsets are the same). A caller
+        that has just read it for this batch (a producer sizing its batch) passes it as
+        ``config`` instead of having it read again.
         """
         client = origin is AppendOrigin.CLIENT
         if client:
             check_client_append(self.topic_partition.topic)
-        config = self.refresh_config()
+        if config is None:
+            config = self.refresh_config()
         data = bytearray(batch)  # the bytes written: validated here, never the caller's again
         header = validate_client_batch(self.topic_partition, config, data, client=client)
         if client:
