@@ -51,6 +51,7 @@ from txn_log.record.batch_header import (
     BatchHeader,
     Compression,
     TimestampType,
+    codec_from_id,
     make_attributes,
     parse_header,
     validate_batch,
@@ -176,7 +177,7 @@ def _assemble(
     partition_leader_epoch: int = -1,
 ) -> bytes:
     """Header + (compressed) records with the CRC-32C over attributes..end (F-11, F-26)."""
-    codec = Compression.parse(int(compression))
+    codec = codec_from_id(int(compression))
     if transactional and producer_id < 0:
         raise InvalidRecordError("a transactional batch needs a producer id >= 0")
     body = records if codec is Compression.NONE else compress(records, codec)
