@@ -1,5 +1,5 @@
-"""How often a producer's append reads its topic's config (DESIGN §3, "Topic configs change
-while the log is open"): once per batch, at the start of its drain, where the batch is sized
+"""How often a producer's append reads its topic's config (DESIGN §3: topic configs change
+while the log is open): once per batch, at the start of its drain, where the batch is sized
 against ``max.message.bytes``; the append takes that config instead of reading the file's
 identity (and the broker config's) a second time. A batch after the first of one drain reads
 it again: a config another process changes meanwhile applies from the next batch on."""
