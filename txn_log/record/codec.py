@@ -162,6 +162,12 @@ def decode_batch(
     return DecodedBatch(header, pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA))
 
 
+def _timestamp_type(value: TimestampType | int) -> TimestampType:
+    """``TimestampType(value)`` (ValueError for another int), without the Enum call for a
+    member (every batch encoded passes one)."""
+    return value if isinstance(value, TimestampType) else TimestampType(value)
+
+
 def _assemble(
     records: Any,
     count: int,
@@ -184,7 +190,9 @@ def _assemble(
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
     if batch_length > _INT32_MAX:
         raise RecordTooLargeError(f"batch of {batch_length} bytes exceeds the int32 length field")
-    attributes = make_attributes(codec, TimestampType(timestamp_type), transactional=transactional)
+    attributes = make_attributes(
+        codec, _timestamp_type(timestamp_type), transactional=transactional
+    )
     try:
         header = HEADER.pack(
             base_offset,
@@ -229,7 +237,7 @@ def encode_batch(
     ``value`` column or unusable column types.
     """
     records, timestamps = encode_columns(columns, now_ms)
-    log_append = TimestampType(timestamp_type) is TimestampType.LOG_APPEND_TIME
+    log_append = _timestamp_type(timestamp_type) is TimestampType.LOG_APPEND_TIME
     bounds = (int(timestamps[0]), now_ms if log_append else int(timestamps.max()))
     return _assemble(
         records,
@@ -293,7 +301,7 @@ def encode_records(
         _record_bytes(index, _wrap64(stamp - stamps[0]), key, value, tuple(headers))
         for index, ((key, value, _, headers), stamp) in enumerate(zip(records, stamps, strict=True))
     )
-    log_append = TimestampType(timestamp_type) is TimestampType.LOG_APPEND_TIME
+    log_append = _timestamp_type(timestamp_type) is TimestampType.LOG_APPEND_TIME
     bounds = (stamps[0], now_ms if log_append else max(stamps))
     return _assemble(body, len(records), bounds, timestamp_type=timestamp_type, **options)
 
