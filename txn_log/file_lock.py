@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from txn_log.errors import StorageError
 from txn_log.owned_fd import owned_fd
 
 _COUNT = struct.Struct("<Q")  # the hold count: the lock file's bytes 0..7, little-endian
@@ -44,8 +45,9 @@ class HoldCounter:
     it (or the first count, which makes it); every method is called by the lock's holder only
     (the count changes only under the ``flock``)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, path: Path) -> None:
         self._fd = fd
+        self._path = path  # for messages
         self._map: mmap.mmap | None = None
         self._last: int | None = None  # the count this object last saw or left
         self._counted = False  # the current hold was counted
@@ -80,12 +82,17 @@ class HoldCounter:
 
     def _mapped(self, *, create: bool) -> mmap.mmap | None:
         """Map the count; a file shorter than it (a new lock file, or one an older build made)
-        is grown to hold it only when ``create`` (under the flock; it never shrinks)."""
-        if os.fstat(self._fd).st_size < _COUNT.size:
-            if not create:
-                return None
-            os.ftruncate(self._fd, _COUNT.size)
-        self._map = mmap.mmap(self._fd, _COUNT.size)
+        is grown to hold it only when ``create`` (under the flock; it never shrinks). A file
+        system that cannot do either fails the hold (StorageError): a holder that could not
+        count its changes would let the others trust what it changed."""
+        try:
+            if os.fstat(self._fd).st_size < _COUNT.size:
+                if not create:
+                    return None
+                os.ftruncate(self._fd, _COUNT.size)
+            self._map = mmap.mmap(self._fd, _COUNT.size)
+        except (OSError, ValueError) as error:
+            raise StorageError(f"cannot map the hold count of {self._path}: {error}") from error
         return self._map
 
     def close(self) -> None:
@@ -155,7 +162,7 @@ class FileLock:
             return
         try:
             if self._counter is None:
-                self._counter = HoldCounter(self._fd)
+                self._counter = HoldCounter(self._fd, self.path)
             self.others_held = self._counter.begin_hold()
             if count:
                 self._counter.count_hold()
