@@ -15,8 +15,11 @@
    ``commit_transaction()`` over ``--commits`` commits. Target: p50 at most 2 ms (p99 printed
    beside it). What bounds it: four fsync steps that follow one another (AddPartitionsToTxn,
    the data, PREPARE_COMMIT, the markers: DESIGN §4, a commit's durable steps), about 0.15 ms
-   for one file (TESTING.md: ~0.17 ms) and 0.3-0.35 ms for four at once on this kind of disk,
-   so about 1 ms of the commit, plus about 1-1.5 ms of Python.
+   for one file alone (TESTING.md: ~0.17 ms) and 0.3 ms for four at once on this kind of disk,
+   but 0.2-0.27 ms and 0.35-0.42 ms within a commit (measured): 1.2-1.4 ms of the commit, plus
+   about 1 ms of Python and system calls (1.1-1.2 ms on tmpfs, where a sync costs nothing;
+   1.7 ms before issue 27's last row). Which of the steps could be merged, and why none is:
+   DESIGN §4 ("Not done either").
 
 Prints PASS/MISS per target and never asserts; with a MISS (or ``--profile``) it profiles the
 transactional path with cProfile and prints where the time goes.

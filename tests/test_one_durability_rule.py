@@ -41,7 +41,8 @@ CREATORS = {
     "txn_log/storage/segment.py": "segment .log files, appended in place; the partition log "
     "fsyncs the directory before a batch in a new one is acknowledged",
     "txn_log/storage/entry_file.py": "offset/time/aborted-transaction indexes, appended in place",
-    "txn_log/file_lock.py": "lock files: only their flock matters, never their contents",
+    "txn_log/file_lock.py": "lock files: their flock, and a hold count that need not outlive "
+    "a machine crash (every process starts again)",
     "txn_log/group/group_activity.py": "group lock files: only their flock matters",
     "txn_log/log_dir/housekeeping.py": "the housekeeping lock, whose stamp is advisory",
 }

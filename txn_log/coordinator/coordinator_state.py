@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from txn_log.coordinator.atomic_commit import Ledgers
 from txn_log.coordinator.atomic_commit_format import AtomicCommitEntry
+from txn_log.coordinator.expiration_index import ExpirationIndex
 from txn_log.coordinator.state_log_format import StateLogEntry, TransactionLogEntry
 from txn_log.coordinator.transaction_metadata import (
     DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
@@ -79,6 +80,7 @@ class CoordinatorState:
     def __init__(self) -> None:
         self._txns: dict[str, TransactionMetadata] = {}
         self._prepared: set[str] = set()  # ids in PREPARE_*: every coordinator operation asks
+        self._expiration = ExpirationIndex()  # what the periodic scans look at (``expired``)
         self._ledgers = Ledgers()
         self._corruption: CorruptRecordError | None = None
 
@@ -119,8 +121,9 @@ class CoordinatorState:
     def _apply_txn(self, entry: TransactionLogEntry) -> None:
         md = entry.metadata
         if md is None or md.state is TransactionState.DEAD:
-            self._txns.pop(entry.transactional_id, None)
+            removed = self._txns.pop(entry.transactional_id, None)
             self._prepared.discard(entry.transactional_id)
+            self._expiration.replaced(entry.transactional_id, removed, None, self._txns)
             return
         if md.state is TransactionState.PREPARE_EPOCH_FENCE:
             raise self._disable(f"{md.describe()} was persisted; that state is in memory only")
@@ -140,6 +143,7 @@ class CoordinatorState:
             self._prepared.add(entry.transactional_id)
         else:
             self._prepared.discard(entry.transactional_id)
+        self._expiration.replaced(entry.transactional_id, previous, md, self._txns)
 
     # --- transactions ------------------------------------------------------------------------
 
@@ -190,9 +194,34 @@ class CoordinatorState:
 
         Transactions listed by a pending atomic commit are never timed out (see the module
         docstring). Raises ``InvalidConfigError`` if ``expiration_ms`` is not above some id's
-        transaction timeout (C-28).
+        transaction timeout (C-28). Looks only at the candidates ``ExpirationIndex`` keeps:
+        the ONGOING ids and the ids idle since ``now_ms - expiration_ms``, each checked as the
+        scan of every id (``_scan_expired``) checks it, which it equals.
         """
         self._check_usable()
+        longest = self._expiration.longest_timeout_ms()
+        if longest is not None and longest >= expiration_ms:
+            return self._scan_expired(now_ms, expiration_ms)  # raises, naming a timeout (C-28)
+        timed_out = tuple(
+            md
+            for tid in sorted(self._expiration.ongoing)
+            if (md := self._txns[tid]).is_expired_txn(now_ms)
+            and self.pending_commit_for(tid) is None
+        )
+        idle_since = now_ms - expiration_ms
+        expirable = sorted(
+            {
+                tid
+                for updated_ms, tid in self._expiration.updated_at_or_before(idle_since)
+                if (idle := self._txns.get(tid)) is not None
+                and idle.txn_last_update_timestamp_ms == updated_ms  # else a stale entry
+                and idle.is_expired_transactional_id(now_ms, expiration_ms)
+            }
+        )
+        return Expired(timed_out, tuple(expirable))
+
+    def _scan_expired(self, now_ms: int, expiration_ms: int) -> Expired:
+        """``expired`` by a look at every id (what the index spares)."""
         items = sorted(self._txns.items())
         timed_out = tuple(
             md

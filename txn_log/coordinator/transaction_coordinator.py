@@ -98,8 +98,9 @@ class TransactionCoordinator:
         self._clock = log_manager.clock
         self.max_timeout_ms = max_timeout_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
-        self._lock = FileLock(log_manager.path / "coordinator.lock")
+        self._lock = FileLock(log_manager.path / "coordinator.lock", count_holds=True)
         self._mutex = threading.RLock()
+        self._in_doubt = True  # a hold since the last catch-up may have left the state behind
         self._state = CoordinatorState()
         self._applied = 0  # state-log offset applied so far (exclusive)
         self.snapshot_interval_records = snapshot_interval_records
@@ -120,6 +121,13 @@ class TransactionCoordinator:
     def _locked(self) -> Iterator[CoordinatorState]:
         """Hold the coordinator; on entry catch up and finish what peers left (C-22).
 
+        The catch-up is skipped when no one else wrote the state log since this object's
+        previous hold (the lock counts the holds that write it, ``_write``:
+        ``FileLock.others_held``) and every hold of this object since its last catch-up ended
+        without an error: the state log's end moves only under this lock (the cleaner compacts
+        it without moving offsets), so the state is the one this object left. A reader's
+        timeout pass, an error, or another holder's write leave it in doubt until a catch-up.
+
         On a read-only log (inspection tools) it only catches up: no lock, nothing completed.
         """
         if self._log.read_only:
@@ -127,12 +135,22 @@ class TransactionCoordinator:
                 self._catch_up()
                 yield self._state
             return
-        with self._mutex, self._lock:
-            self._catch_up()
-            self._markers.complete_pending(self._state)
-            self._abort_timed_out()
-            yield self._state
-            self._maybe_snapshot()
+        with self._mutex:
+            self._lock.acquire(count=False)  # counted by ``_write``, before it appends
+            try:
+                if self._lock.others_held or self._in_doubt:
+                    self._catch_up()
+                self._in_doubt = True  # until this hold ends well
+                self._markers.complete_pending(self._state)
+                self._abort_timed_out()
+                yield self._state
+                self._maybe_snapshot()
+                self._in_doubt = False
+            except BaseException:
+                self._in_doubt = True
+                raise
+            finally:
+                self._lock.release()
 
     def _state_partition(self) -> PartitionReader:
         """The state log's partition (a writer, on a writable log), looked up once: an internal
@@ -202,6 +220,7 @@ class TransactionCoordinator:
         plog = self._state_partition()
         if not isinstance(plog, PartitionLog):  # a read-only log: ConfigError
             plog = self._log.partition_log(STATE_PARTITION)
+        self._lock.note_change()  # peers catch up at their next hold (``_locked``)
         result = plog.append(batch, sync=sync, origin=AppendOrigin.COORDINATOR)
         for entry in entries:
             self._state.apply(entry)
@@ -243,9 +262,10 @@ class TransactionCoordinator:
         if not self._mutex.acquire(blocking=False):
             return
         try:
-            if not self._lock.try_acquire():
+            if not self._lock.try_acquire(count=False):  # counted by ``_write``
                 return
             try:
+                self._in_doubt = True  # left so (errors are caught below)
                 self._catch_up()
                 self._markers.complete_pending(self._state, wait=False)
                 self._abort_timed_out(wait=False)

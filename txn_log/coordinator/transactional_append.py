@@ -49,6 +49,7 @@ from txn_log.record.batch_header import parse_header
 from txn_log.storage.log_validator import NO_EXPECTED_OFFSET, validate_client_batch
 from txn_log.storage.partition_log import AppendResult, PartitionLog
 from txn_log.storage.producer_append_info import AppendOrigin
+from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
 
@@ -108,12 +109,14 @@ def append_client_batch(
     expected_offset: int = NO_EXPECTED_OFFSET,
     sync: bool = False,
     verified: VerifiedTransaction | None = None,
+    config: TopicConfig | None = None,
 ) -> AppendResult:
     """Append a client's batch to ``plog`` (``PartitionLog.append`` validates it whole), a
     transactional one only into a transaction the coordinator knows (module docstring);
     ``sync`` makes it durable before returning. ``verified``: the coordinator is held for
     the producer's transaction in this partition (``verified_transaction_starts``), so the
-    batch is appended as verified at once."""
+    batch is appended as verified at once. ``config``: the topic's config the caller read for
+    this batch (``PartitionLog.append``)."""
     header = parse_header(batch)  # checked again, with the CRC, by the append
     tp = plog.topic_partition
     if not header.is_transactional:
@@ -122,7 +125,7 @@ def append_client_batch(
                 f"{tp}: a produce under transactional id {transactional_id!r} carries a batch "
                 "that is not transactional"
             )
-        return plog.append(batch, expected_offset=expected_offset, sync=sync)
+        return plog.append(batch, expected_offset=expected_offset, sync=sync, config=config)
     if transactional_id is None:
         raise TransactionalIdAuthorizationError(
             f"{tp}: a transactional batch of producer {header.producer_id} without a "
@@ -131,21 +134,29 @@ def append_client_batch(
         )
     if verified is not None and verified.covers(tp, header.producer_id, header.producer_epoch):
         return plog.append(
-            batch, expected_offset=expected_offset, sync=sync, transaction_verified=True
+            batch,
+            expected_offset=expected_offset,
+            sync=sync,
+            transaction_verified=True,
+            config=config,
         )
     if plog.has_ongoing_transaction(header.producer_id, header.producer_epoch):
         try:
-            return plog.append(batch, expected_offset=expected_offset, sync=sync)
+            return plog.append(batch, expected_offset=expected_offset, sync=sync, config=config)
         except TransactionNotVerifiedError:
             pass  # the transaction ended since this process last looked: ask the coordinator
     # the batch is checked whole before the coordinator is asked (garbage never holds its
     # lock), and again by the append: twice per transaction and partition, not per batch
-    validate_client_batch(tp, plog.config, bytearray(batch))
+    validate_client_batch(tp, plog.config if config is None else config, bytearray(batch))
     with coordinator.verified_transaction(
         transactional_id, header.producer_id, header.producer_epoch, [tp]
     ):
         return plog.append(
-            batch, expected_offset=expected_offset, sync=sync, transaction_verified=True
+            batch,
+            expected_offset=expected_offset,
+            sync=sync,
+            transaction_verified=True,
+            config=config,
         )
 
 

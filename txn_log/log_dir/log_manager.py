@@ -48,7 +48,7 @@ from txn_log.log_dir.alter_configs import (
     defaults_for,
     stored_overrides,
 )
-from txn_log.log_dir.broker_config import BrokerConfigStore
+from txn_log.log_dir.broker_config import BrokerConfig, BrokerConfigStore
 from txn_log.log_dir.housekeeping import (
     DEFAULT_CLEANER_IO_MAX_BYTES_PER_SECOND,
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
@@ -62,7 +62,7 @@ from txn_log.log_dir.topic_config_watch import TopicConfigWatch
 from txn_log.storage.delete_records import DeleteRecordsResult, delete_records
 from txn_log.storage.durable_file import fsync_directory, make_directory, write_durably
 from txn_log.storage.log_cleaner import CleanerStats, clean_partition
-from txn_log.storage.partition_log import LOCK_FILE, PartitionLog
+from txn_log.storage.partition_log import PartitionLog, partition_file_lock
 from txn_log.storage.partition_metadata import FILE_NAME as PARTITION_METADATA_FILE
 from txn_log.storage.partition_metadata import new_topic_id, write_partition_metadata
 from txn_log.storage.partition_reader import PartitionReader, open_partition_reader
@@ -405,7 +405,7 @@ class LogManager:
         """Remove one partition directory under the partition's lock (see ``delete_topic``)."""
         if not directory.is_dir():
             return
-        lock = FileLock(directory / LOCK_FILE)
+        lock = partition_file_lock(directory)
         try:
             with lock:
                 (directory / PARTITION_METADATA_FILE).unlink(missing_ok=True)
@@ -455,10 +455,18 @@ class LogManager:
             watch = self._config_watches.get(topic)
             if watch is None:
                 path, store = self._meta_path(topic), self.broker_configs
+                derived: tuple[BrokerConfig, Mapping[str, str]] | None = None
 
-                def defaults() -> dict[str, str]:
-                    taken = store.current().topic_defaults(topic)
-                    return {key: value for key, (value, _) in taken.items()}
+                def defaults() -> Mapping[str, str]:
+                    # derived once per version of the broker config (``current`` returns the
+                    # same object while its file is unchanged), so the watch's look at an
+                    # unchanged file costs its one ``stat``
+                    nonlocal derived
+                    config = store.current()
+                    if derived is None or derived[0] is not config:
+                        taken = config.topic_defaults(topic)
+                        derived = (config, {k: v for k, (v, _) in taken.items()})
+                    return derived[1]
 
                 internal = topic in INTERNAL_TOPICS  # never a broker default: not even looked at
                 watch = TopicConfigWatch(path, None if internal else defaults)

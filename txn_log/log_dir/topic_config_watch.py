@@ -37,7 +37,10 @@ from txn_log.storage.held_file import HeldFile
 from txn_log.topic_config import TopicConfig
 
 TopicDefaults = Callable[[], Mapping[str, str]]
-"""Topic config key → value the topic takes when it does not set the key itself."""
+"""Topic config key → value the topic takes when it does not set the key itself; the same
+object again while they are unchanged is cheaper (compared by identity first), never
+changed in place."""
+_NO_DEFAULTS: Mapping[str, str] = {}
 
 
 class TopicConfigWatch:
@@ -52,17 +55,19 @@ class TopicConfigWatch:
         self._stored: dict[str, Any] | None = None  # the file's config, every key
         self._overrides: frozenset[str] = frozenset()  # the keys the topic sets itself
         self._config: TopicConfig | None = None
-        self._defaults_used: dict[str, str] = {}
+        self._defaults_used: Mapping[str, str] = _NO_DEFAULTS
 
     def current(self) -> TopicConfig:
         """The topic's config now. FileNotFoundError when the file is missing and was never
         read; InvalidConfigError when its config does not parse (the last good one is kept
         for the next call to fall back on only if the file changes back)."""
         with self._lock:
-            defaults = dict(self._defaults()) if self._defaults is not None else {}
+            defaults = self._defaults() if self._defaults is not None else _NO_DEFAULTS
             if self._stored is None or self._file.changed():
                 self._read()
-            if self._config is None or defaults != self._defaults_used:
+            if self._config is None or (
+                defaults is not self._defaults_used and defaults != self._defaults_used
+            ):
                 taken = {k: v for k, v in defaults.items() if k not in self._overrides}
                 self._config = TopicConfig.from_mapping({**(self._stored or {}), **taken})
                 self._defaults_used = defaults

@@ -49,6 +49,7 @@ from txn_log.producer.transaction_manager import TransactionManager
 from txn_log.record.batch_header import Compression
 from txn_log.record.varint import size_of_varint
 from txn_log.storage.group_sync import flush_all
+from txn_log.topic_config import TopicConfig
 from txn_log.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -326,7 +327,9 @@ class RecordAccumulator:
             # producer, so its sequence starts again at 0 (P-10: an unknown producer starts at 0)
             self._sequences.pop(tp, None)
             self._topic_ids[tp] = plog.topic_id
-        limit = min(plog.refresh_config().max_message_bytes, MAX_BATCH_BYTES)
+        fresh = plog.refresh_config()
+        limit = min(fresh.max_message_bytes, MAX_BATCH_BYTES)
+        config: TopicConfig | None = fresh
         results = []
         count = buffer.count
         while buffer.count:
@@ -344,7 +347,9 @@ class RecordAccumulator:
                 batch,
                 transactional_id=self._txn.transactional_id,
                 verified=verified,
-            )
+                config=config,  # the first append uses the config just read; the others
+            )  # read it again, so a config changed meanwhile applies from the next batch on
+            config = None
             self._sequences[tp] = (sequence + count) % SEQUENCE_MODULUS
             self._written[tp] = plog
             buffer.remove_head(count)

@@ -117,6 +117,19 @@ class BatchAttributes(IntFlag):
 
 
 COMPRESSION_MASK = 0x07
+# the same bits as plain ints, for the header's properties (asked several times per append:
+# an IntFlag operand makes ``&`` a Python-level call, an Enum call a lookup through its class)
+_TIMESTAMP_TYPE_BIT = int(BatchAttributes.TIMESTAMP_TYPE)
+_TRANSACTIONAL_BIT = int(BatchAttributes.TRANSACTIONAL)
+_CONTROL_BIT = int(BatchAttributes.CONTROL)
+_CODECS = {int(codec): codec for codec in Compression}
+
+
+def codec_from_id(code: int) -> Compression:
+    """``Compression.parse`` of a codec id (UnsupportedCompressionTypeError for an unknown
+    one), without the Enum call for the known ones."""
+    codec = _CODECS.get(code)
+    return codec if codec is not None else Compression.parse(code)
 
 
 def make_attributes(
@@ -129,11 +142,11 @@ def make_attributes(
     """The int16 attribute word for a batch."""
     attributes = int(compression)
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
-        attributes |= BatchAttributes.TIMESTAMP_TYPE
+        attributes |= _TIMESTAMP_TYPE_BIT
     if transactional:
-        attributes |= BatchAttributes.TRANSACTIONAL
+        attributes |= _TRANSACTIONAL_BIT
     if control:
-        attributes |= BatchAttributes.CONTROL
+        attributes |= _CONTROL_BIT
     return attributes
 
 
@@ -179,21 +192,21 @@ class BatchHeader:
 
     @property
     def compression(self) -> Compression:
-        return Compression.parse(self.attributes & COMPRESSION_MASK)
+        return codec_from_id(self.attributes & COMPRESSION_MASK)
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & BatchAttributes.TIMESTAMP_TYPE:
+        if self.attributes & _TIMESTAMP_TYPE_BIT:
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & BatchAttributes.TRANSACTIONAL)
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & BatchAttributes.CONTROL)
+        return bool(self.attributes & _CONTROL_BIT)
 
     @property
     def has_producer_id(self) -> bool:

@@ -51,6 +51,7 @@ from txn_log.record.batch_header import (
     BatchHeader,
     Compression,
     TimestampType,
+    codec_from_id,
     make_attributes,
     parse_header,
     validate_batch,
@@ -162,6 +163,12 @@ def decode_batch(
     return DecodedBatch(header, pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA))
 
 
+def _timestamp_type(value: TimestampType | int) -> TimestampType:
+    """``TimestampType(value)`` (ValueError for another int), without the Enum call for a
+    member (every batch encoded passes one)."""
+    return value if isinstance(value, TimestampType) else TimestampType(value)
+
+
 def _header(
     body_size: int,
     count: int,
@@ -182,7 +189,9 @@ def _header(
     batch_length = HEADER_SIZE - LOG_OVERHEAD + body_size
     if batch_length > _INT32_MAX:
         raise RecordTooLargeError(f"batch of {batch_length} bytes exceeds the int32 length field")
-    attributes = make_attributes(codec, TimestampType(timestamp_type), transactional=transactional)
+    attributes = make_attributes(
+        codec, _timestamp_type(timestamp_type), transactional=transactional
+    )
     try:
         return HEADER.pack(
             base_offset,
@@ -212,7 +221,7 @@ def _assemble(
     **options: Any,
 ) -> bytes:
     """Header + (compressed) records with the CRC-32C over attributes..end (F-11, F-26)."""
-    codec = Compression.parse(int(compression))
+    codec = codec_from_id(int(compression))
     body = records if codec is Compression.NONE else compress(records, codec)
     header = _header(len(body), count, timestamps, codec, **options)
     crc = crc32c.crc32c(body, crc32c.crc32c(header[ATTRIBUTES_OFFSET:]))
@@ -230,7 +239,7 @@ def _assemble_framed(
     """``_assemble`` of the records in ``framed`` (a writable view: ``HEADER_SIZE`` bytes of
     room, then the records): uncompressed, the header and CRC are written into the room
     and ``framed`` is the batch, no copy of the records; compressed, a new ``bytes``."""
-    codec = Compression.parse(int(compression))
+    codec = codec_from_id(int(compression))
     if codec is not Compression.NONE:
         return _assemble(framed[HEADER_SIZE:], count, timestamps, compression=codec, **options)
     framed[:HEADER_SIZE] = _header(len(framed) - HEADER_SIZE, count, timestamps, codec, **options)
@@ -289,7 +298,7 @@ def encode_batch_buffer(
     no copy and no allocation from the C heap, where a 0.5 MB block freed next to the log's
     own copy was given back to the system and faulted in again for every batch."""
     framed, timestamps = encode_columns(columns, now_ms)
-    log_append = TimestampType(timestamp_type) is TimestampType.LOG_APPEND_TIME
+    log_append = _timestamp_type(timestamp_type) is TimestampType.LOG_APPEND_TIME
     bounds = (int(timestamps[0]), now_ms if log_append else int(timestamps.max()))
     return _assemble_framed(
         framed, len(timestamps), bounds, timestamp_type=timestamp_type, **options
@@ -343,7 +352,7 @@ def encode_records(
         _record_bytes(index, _wrap64(stamp - stamps[0]), key, value, tuple(headers))
         for index, ((key, value, _, headers), stamp) in enumerate(zip(records, stamps, strict=True))
     )
-    log_append = TimestampType(timestamp_type) is TimestampType.LOG_APPEND_TIME
+    log_append = _timestamp_type(timestamp_type) is TimestampType.LOG_APPEND_TIME
     bounds = (stamps[0], now_ms if log_append else max(stamps))
     return _assemble(body, len(records), bounds, timestamp_type=timestamp_type, **options)
 

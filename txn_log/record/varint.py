@@ -49,7 +49,12 @@ def unzigzag(raw: int) -> int:
     return (raw >> 1) ^ -(raw & 1)
 
 
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))  # the encodings of 0..127
+
+
 def _encode_unsigned(raw: int) -> bytes:
+    if raw < 0x80:  # most lengths, deltas and counts of small records: one byte, no loop
+        return _ONE_BYTE[raw]
     out = bytearray()
     while raw >= 0x80:
         out.append((raw & 0x7F) | 0x80)
@@ -79,6 +84,8 @@ def size_of_varint(value: int) -> int:
 
 
 def _decode_unsigned(buf: Buffer, position: int, max_bytes: int) -> tuple[int, int]:
+    if 0 <= position < len(buf) and buf[position] < 0x80:  # one byte, the common case
+        return buf[position], position + 1
     view = memoryview(buf)
     raw = 0
     shift = 0

@@ -120,13 +120,17 @@ class EntryFile(Generic[E]):
                     self._extend(chunk[size:] if cached else chunk)
             return self._entries
 
-    def last(self) -> E | None:
+    def last(self, *, cached: bool = False) -> E | None:
         """The file's last whole entry now, as ``refresh()[-1]``, but a file this view has not
         read yet is not read whole for it: one ``pread`` of its last entry, nothing cached.
         Opening a segment, and appending to it, need only its indexes' last entries, and a
-        100 MiB segment's indexes hold tens of thousands."""
+        100 MiB segment's indexes hold tens of thousands. ``cached``: the caller knows the file
+        unchanged since this object last read or wrote it, so a cache that holds it whole
+        (every entry once one is cached) answers without a ``stat``."""
         with self._lock:
             if self._entries:
+                if cached:
+                    return self._entries[-1]
                 entries = self.refresh()
                 return entries[-1] if entries else None
             end = self._whole_size(self._follow())
@@ -285,8 +289,11 @@ class SegmentIndexFile(Generic[E]):
         """Every whole entry in the file now, in order."""
         return list(self._file.refresh())
 
-    def last_entry(self) -> E | None:
-        return self._file.last()
+    def last_entry(self, *, cached: bool = False) -> E | None:
+        """The file's last whole entry (``EntryFile.last``); ``cached``: from the cache when
+        it holds the file whole, without looking at the file (the caller knows that no one
+        else wrote it since this object last did)."""
+        return self._file.last(cached=cached)
 
     def _raw_entries(self) -> Iterator[tuple[int, tuple[Any, ...]]]:
         """``(entry number, unpacked fields)`` of the whole file; a torn last entry is

@@ -44,20 +44,21 @@ class HeldFile:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._name = os.fspath(self.path)  # asked at every operation: converted once
         self._held: Version | None = None
 
     def changed(self) -> bool:
         """Whether the name now stands for another file than the one held (or for none)."""
         try:
-            identity: Identity | None = _identity(os.stat(self.path))
+            stat = os.stat(self._name)
         except FileNotFoundError:
-            identity = None
-        return identity != (self._held.identity if self._held is not None else None)
+            return self._held is not None
+        return self._held is None or self._held.identity != _identity(stat)
 
     def open_current(self) -> Version | None:
         """The file as it is now, open; None when it is missing."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self._name, os.O_RDONLY)
         except FileNotFoundError:
             return None
         close = owned_fd(self, fd)

@@ -84,6 +84,14 @@ PRODUCER_SNAPSHOT_LAG_OFFSETS = 2000
 past its newest snapshot, so the next open replays at most about this much (P-24, DESIGN §2)."""
 
 
+def partition_file_lock(directory: Path) -> FileLock:
+    """The partition's writer lock, ``<directory>/.lock``, counting its holds (``FileLock``):
+    every holder that may change the partition's files takes it through here, so that a
+    holder that sees no other hold since its own last one may trust its caches
+    (``PartitionLog._write_locked``)."""
+    return FileLock(directory / LOCK_FILE, count_holds=True)
+
+
 @dataclass(frozen=True)
 class AppendResult:
     """Where a batch landed. Offsets inclusive; ``duplicate`` = a retry answered from cache."""
@@ -136,6 +144,8 @@ class PartitionLog(PartitionReader):
         not a partition opened on its own (tests, benchmarks), which has none."""
         self._lock = lock
         self._writing = False  # inside _write_locked (only the lock holder reads or sets it)
+        self._trusted = False  # inside _write_locked: the caches are known current (below)
+        self._in_doubt = True  # a hold since the last full catch-up may have left them behind
         self._needs_recovery = needs_recovery  # opened while another process held the lock
         self._unflushed = UnflushedAppends()  # appended here, not synced yet (flush.*)
         self.last_recovery: list[str] = list(loaded.recovery)
@@ -172,11 +182,15 @@ class PartitionLog(PartitionReader):
             raise UnknownTopicOrPartitionError(
                 f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
             )
-        lock = FileLock(directory / LOCK_FILE)
+        lock = partition_file_lock(directory)
         loader = LogLoader(directory, topic_partition, config, clock)
+        # The hold is not counted (``FileLock``): recovery changes only what a holder that
+        # died or failed left (a torn tail, a stale aborted-index entry, a cleaner's swap),
+        # and that holder counted its hold before its first change, so every live holder
+        # distrusts its caches already; after a machine crash no holder lives on.
         if create and not metadata.exists():
-            lock.acquire()  # a new standalone partition: nobody else can be writing it
-        elif not lock.try_acquire():
+            lock.acquire(count=False)  # a new standalone partition: nobody else writes it
+        elif not lock.try_acquire(count=False):
             identity = identity_if_any(directory, topic_partition)
             loaded = loader.load_as_reader(with_producer_state=True)
             return cls(
@@ -216,7 +230,7 @@ class PartitionLog(PartitionReader):
                 f"{topic_partition}: no partition at {directory} (deleted with its topic?)"
             )
         identity = read_identity(directory, str(topic_partition))
-        lock = FileLock(directory / LOCK_FILE)
+        lock = partition_file_lock(directory)
         with lock:  # as ``repair`` holds it
             check_identity(directory, identity, str(topic_partition))
             loaded, done = LogLoader(directory, topic_partition, config, clock).repair()
@@ -229,7 +243,9 @@ class PartitionLog(PartitionReader):
         return LogLoader(self.directory, self.topic_partition, self.config, self._clock)
 
     @contextmanager
-    def _write_locked(self, *, wait: bool = True, refresh: bool = True) -> Iterator[None]:
+    def _write_locked(
+        self, *, wait: bool = True, refresh: bool = True, keeps_caches: bool = False
+    ) -> Iterator[None]:
         """Hold the partition for a write: the file lock first, then this object's mutex.
 
         The file lock comes first so that a thread waiting for another process's append
@@ -241,31 +257,65 @@ class PartitionLog(PartitionReader):
         config in force), once per outermost write: a roll inside an append works with the
         append's config, and ``refresh`` False (an append, which read it before validating)
         keeps the one just read. ``wait=False`` raises LogLockedError instead of waiting.
+
+        Trusted holds (``_trusted``; appends and markers, the writes of a commit): when no one
+        else changed the partition since this object's previous hold (the lock counts the
+        holds that change it, ``FileLock.others_held``) and every hold since the last full
+        catch-up was an append or a marker write (``keeps_caches``: they keep the caches equal
+        to the files they write, and count their hold only before their first change, so a
+        refused one changes nothing) that raised nothing, the files are exactly as this object
+        last left them, and those writes skip what only finds other holders' changes: the
+        catch-up, stale aborted-index entries, the offset index's size. Any other hold, a
+        change by another holder, and any failure leave the caches in doubt until an append
+        or marker write has caught up in full. The identity check and the config refresh are
+        never skipped: topic deletion and config changes are not seen through this count.
         """
+        count = not keeps_caches  # else ``note_change`` before the first change
         if wait:
-            self._lock.acquire()
-        elif not self._lock.try_acquire():
+            self._lock.acquire(count=count)
+        elif not self._lock.try_acquire(count=count):
             raise LogLockedError(
                 f"{self.topic_partition}: another process or thread is writing to the partition"
             )
         try:
             with self._mutex:
+                if count:
+                    self._lock.note_change()  # this hold may be inside a deferred one
                 self._check_identity()
                 if refresh and not self._writing:
                     self.refresh_config()
                 if self._needs_recovery:
+                    self._lock.note_change()
                     self._set_identity(read_identity(self.directory, str(self.topic_partition)))
                     loaded = self._loader().load()
                     self._install(loaded)
                     self.last_recovery += loaded.recovery
                     self._needs_recovery = False
                 outermost, self._writing = not self._writing, True
+                if outermost:
+                    self._in_doubt = self._in_doubt or self._lock.others_held
+                    self._trusted = not self._in_doubt
                 try:
                     yield
+                except BaseException:
+                    self._trusted, self._in_doubt = False, True
+                    raise
                 finally:
                     self._writing = not outermost
+                    if count:
+                        self._trusted, self._in_doubt = False, True
+                    if outermost:
+                        self._trusted = False
         finally:
             self._lock.release()
+
+    def _catch_up_untrusted(self) -> bool:
+        """Under the lock, at the start of an append or marker write: catch up unless the
+        hold is trusted (``_write_locked``); returns whether it is."""
+        if self._trusted:
+            return True
+        self._catch_up()
+        return False
 
     def repair(self) -> list[str]:
         """Recover every segment under the partition lock (``LogLoader.repair``); returns one
@@ -279,10 +329,13 @@ class PartitionLog(PartitionReader):
         meanwhile sees a prefix of them, which only makes its lookups start further back).
         """
         with self._lock, self._mutex:
+            self._in_doubt = True  # left so: only an append or a marker write clears it
             self._check_identity()
             loaded, done = self._loader().repair()
             self._install(loaded)
             self._needs_recovery = False
+            if not done:  # one line per change: it changed nothing, as peers trust
+                self._lock.take_back_count()
             return done
 
     # --- appending -------------------------------------------------------------------------------
@@ -295,6 +348,7 @@ class PartitionLog(PartitionReader):
         sync: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_verified: bool = False,
+        config: TopicConfig | None = None,
     ) -> AppendResult:
         """Append one client batch atomically (F-08); validation failures write nothing.
 
@@ -317,18 +371,21 @@ class PartitionLog(PartitionReader):
         The topic's config is read again first (``refresh_config``), so a config another
         process changed applies from this batch on: its ``max.message.bytes``, and its
         ``compression.type``, in which a CLIENT batch of another codec is stored
-        (``log_validator.maybe_recompress``; the result's offsets are the same).
+        (``log_validator.maybe_recompress``; the result's offsets are the same). A caller
+        that has just read it for this batch (a producer sizing its batch) passes it as
+        ``config`` instead of having it read again.
         """
         client = origin is AppendOrigin.CLIENT
         if client:
             check_client_append(self.topic_partition.topic)
-        config = self.refresh_config()
+        if config is None:
+            config = self.refresh_config()
         data = bytearray(batch)  # the bytes written: validated here, never the caller's again
         header = validate_client_batch(self.topic_partition, config, data, client=client)
         if client:
             data, header = maybe_recompress(self.topic_partition, config, data, header)
-        with self._write_locked(refresh=False):  # the config validated with is the one used
-            self._catch_up()
+        with self._write_locked(refresh=False, keeps_caches=True):  # validated with this config
+            trusted = self._catch_up_untrusted()
             state = self.producer_state
             # Kafka looks for retries of client batches only: coordinator batches (offset
             # commits, O-03) carry no sequences, so each would "duplicate" the previous one
@@ -340,7 +397,9 @@ class PartitionLog(PartitionReader):
             check_expected_offset(
                 self.topic_partition, self.config, expected_offset, self._end_offset
             )
-            self._drop_stale_aborted_txns()
+            self._lock.note_change()  # validated: from here on this hold changes the files
+            if not trusted:
+                self._drop_stale_aborted_txns()
             result = self._write(data)
             now_ms = self._clock.time_ms()
             if append_info is not None:
@@ -349,6 +408,7 @@ class PartitionLog(PartitionReader):
             self._unflushed.note(result.last_offset - result.base_offset + 1, now_ms)
             if sync or self._unflushed.due(config, now_ms):  # flush.messages, flush.ms
                 self._sync_active()
+            self._in_doubt = False  # caught up in full, or trusted, and written: current
             return result
 
     def _prepare_data_batch(
@@ -401,7 +461,9 @@ class PartitionLog(PartitionReader):
 
     def _append_to_active(self, batch: bytearray, header: BatchHeader) -> None:
         """Write a batch whose CRC the caller checked or computed itself."""
-        position = self._segments[-1].append(batch, header, verify_crc=False)
+        position = self._segments[-1].append(
+            batch, header, verify_crc=False, indexes_current=self._trusted
+        )
         self._end_offset = header.next_offset
         self._tail_position = position + header.size_in_bytes
 
@@ -455,6 +517,7 @@ class PartitionLog(PartitionReader):
                     first_ts is None
                     or self._clock.time_ms() - first_ts <= self.config.max_segment_ms
                 ):
+                    self._lock.take_back_count()  # changed nothing (``FileLock``)
                     return False
                 self.roll()
                 return True
@@ -479,9 +542,8 @@ class PartitionLog(PartitionReader):
         entries past the log end. ``wait=False`` raises LogLockedError rather than wait for
         another writer. The marker is written as encoded, its CRC computed once.
         """
-        with self._write_locked(wait=wait):
-            self._catch_up()
-            self._drop_stale_aborted_txns()
+        with self._write_locked(wait=wait, keeps_caches=True):
+            trusted = self._catch_up_untrusted()
             state = self.producer_state
             now = self._clock.time_ms()
             marker_offset = self._end_offset
@@ -492,7 +554,10 @@ class PartitionLog(PartitionReader):
                 coordinator_epoch,
                 marker_offset,
                 now,
-            )
+            )  # validated (stale epochs raise): from here on this hold changes the files
+            self._lock.note_change()
+            if not trusted:
+                self._drop_stale_aborted_txns()
             batch = bytearray(
                 encode_control_batch(
                     control_type,
@@ -524,6 +589,7 @@ class PartitionLog(PartitionReader):
             self._unflushed.note(1, self._clock.time_ms())
             if sync:
                 self._sync_active()
+            self._in_doubt = False  # as in ``append``
             return MarkerResult(marker_offset, completed)
 
     def _append_aborted_txn(self, entry: AbortedTxn) -> None:
@@ -592,6 +658,7 @@ class PartitionLog(PartitionReader):
             new_start = deleting.new_log_start_offset(tp, offset, end)
             current = self._log_start_now()
             if new_start <= current:
+                self._lock.take_back_count()  # changed nothing (``FileLock``)
                 return current
             self._sync_active()
             write_log_start(self.directory, new_start)
@@ -621,8 +688,11 @@ class PartitionLog(PartitionReader):
                     self._sync_active()
                 deleted = self._delete_old_segments()
                 expired = self.producer_state.remove_expired_producers()
-                if expired or self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS:
+                snapshot = expired or self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS
+                if snapshot:
                     self.producer_state.take_snapshot()
+                if not (deleted or snapshot):  # the common pass: peers keep their trust
+                    self._lock.take_back_count()  # (``FileLock``; orphan indexes aside)
                 return PartitionHousekeeping(tuple(deleted), tuple(expired), self._log_start_now())
         except LogLockedError:
             return None  # being written (or its writer is stopped mid-append): next round
@@ -681,6 +751,8 @@ class PartitionLog(PartitionReader):
                 self._catch_up()
                 if self._producer_snapshot_lag() >= PRODUCER_SNAPSHOT_LAG_OFFSETS:
                     self.producer_state.take_snapshot()
+                else:
+                    self._lock.take_back_count()  # changed nothing (``FileLock``)
         except (LogLockedError, UnknownTopicOrPartitionError):
             return  # being written (its writer snapshots), or deleted with its topic
         except (TxnLogError, OSError) as problem:

@@ -124,18 +124,20 @@ class IdentityCheck:
         self._held = False
         self._lock = threading.Lock()
 
-    def check(self, what: str) -> None:
-        """Raise as ``check_identity`` does unless the directory still holds ``expected``."""
+    def check(self, what: object) -> None:
+        """Raise as ``check_identity`` does unless the directory still holds ``expected``;
+        ``what`` (the partition) is turned into words only for an error."""
         with self._lock:
             if self._held and not self._file.changed():
                 return
+            name = str(what)
             self._file.release()
             self._held = False
             version = self._file.open_current()
             if version is None:
-                raise _deleted(self.expected, what)
+                raise _deleted(self.expected, name)
             try:
-                _check_same(self.expected, _parse_identity(self._file.path, version.read()), what)
+                _check_same(self.expected, _parse_identity(self._file.path, version.read()), name)
             except BaseException:
                 version.close()
                 raise

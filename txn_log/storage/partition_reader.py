@@ -146,7 +146,7 @@ class PartitionReader:
         """Raise unless the directory still belongs to the topic this object was opened for
         (``partition_metadata.IdentityCheck``: one ``stat`` while unchanged)."""
         if self._identity_check is not None:
-            self._identity_check.check(str(self.topic_partition))
+            self._identity_check.check(self.topic_partition)
 
     @property
     def topic_id(self) -> str | None:

@@ -14,7 +14,7 @@ manager that holds them under its lock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from txn_log.record.batch_header import (
     NO_PRODUCER_EPOCH,
@@ -147,16 +147,27 @@ class ProducerStateEntry:
         """This entry after appending ``batch``; a different epoch first empties the cache."""
         cached = self.batch_metadata if producer_epoch == self.producer_epoch else ()
         cached = (*cached, batch)[-NUM_BATCHES_TO_RETAIN:]
-        return replace(
-            self,
-            producer_epoch=producer_epoch,
-            batch_metadata=cached,
-            last_timestamp=batch.timestamp,
+        # built field by field rather than by ``dataclasses.replace``, which looks every
+        # field up again (three of these per transactional batch and marker)
+        return ProducerStateEntry(
+            self.producer_id,
+            producer_epoch,
+            cached,
+            self.coordinator_epoch,
+            self.current_txn_first_offset,
+            batch.timestamp,
         )
 
     def with_txn_started(self, first_offset: int) -> ProducerStateEntry:
         """This entry with an open transaction whose first offset (inclusive) is given."""
-        return replace(self, current_txn_first_offset=first_offset)
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            self.batch_metadata,
+            self.coordinator_epoch,
+            first_offset,
+            self.last_timestamp,
+        )
 
     def with_txn_ended(
         self, producer_epoch: int, coordinator_epoch: int, timestamp: int
@@ -168,11 +179,6 @@ class ProducerStateEntry:
         epoch must start at sequence 0 (P-18, P-19).
         """
         cached = self.batch_metadata if producer_epoch == self.producer_epoch else ()
-        return replace(
-            self,
-            producer_epoch=producer_epoch,
-            batch_metadata=cached,
-            coordinator_epoch=coordinator_epoch,
-            current_txn_first_offset=None,
-            last_timestamp=timestamp,
+        return ProducerStateEntry(
+            self.producer_id, producer_epoch, cached, coordinator_epoch, None, timestamp
         )

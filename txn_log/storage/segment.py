@@ -308,6 +308,7 @@ class LogSegment:
         header: BatchHeader,
         *,
         verify_crc: bool = True,
+        indexes_current: bool = False,
     ) -> int:
         """Write one whole batch at the end and index it; returns its position.
 
@@ -316,6 +317,9 @@ class LogSegment:
         batch must match ``header`` and its length, and pass its CRC; its base offset must be
         ≥ ``next_offset``. ``verify_crc=False`` skips only the CRC, for a caller that checked
         or computed it over these very bytes (the partition log: once per append, F-26).
+        ``indexes_current``: the caller knows that no one else wrote the index files since
+        this object last did (a trusted hold, ``PartitionLog._write_locked``), so the offset
+        index's last entry is taken from its cache without a look at the file.
         """
         view = memoryview(batch)
         self.drop_torn_tail()
@@ -343,7 +347,7 @@ class LogSegment:
                 f"failed: {exc}"
             ) from exc
         self._observe(generation, position, header)
-        last = self.offset_index.last_entry()
+        last = self.offset_index.last_entry(cached=indexes_current)
         if _index_due(position, 0 if last is None else last.position, self.index_interval_bytes):
             if self._max_ts.timestamp > NO_TIMESTAMP:
                 self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
