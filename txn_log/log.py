@@ -32,8 +32,8 @@ from txn_log.log_dir.housekeeping import (
     DEFAULT_HOUSEKEEPING_INTERVAL_MS,
     HousekeepingPass,
 )
-from txn_log.log_dir.log_manager import FORMAT_FILE as FORMAT_FILE
-from txn_log.log_dir.log_manager import FORMAT_VERSION as FORMAT_VERSION
+from txn_log.log_dir.log_format import FORMAT_FILE as FORMAT_FILE
+from txn_log.log_dir.log_format import FORMAT_VERSION as FORMAT_VERSION
 from txn_log.log_dir.log_manager import MAX_PARTITIONS as MAX_PARTITIONS
 from txn_log.log_dir.log_manager import TOPICS_DIR as TOPICS_DIR
 from txn_log.log_dir.log_manager import LogManager

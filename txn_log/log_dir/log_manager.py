@@ -1,6 +1,6 @@
 """``LogManager``: a log directory, its topics and their partitions (Kafka's LogManager).
 
-    <log dir>/txnlog.json            {"format_version": 1, "created_ms": ..., "topic_ids": true}
+    <log dir>/txnlog.json            {"format_version": 2, "created_ms": ..., "topic_ids": true}
     <log dir>/topics/<topic>.json    {"name", "topic_id", "partitions", "config", "created_ms"}
     <log dir>/<topic>-<partition>/   one PartitionLog each, stamped with partition.metadata
 
@@ -57,6 +57,13 @@ from txn_log.log_dir.housekeeping import (
     validate_interval,
     validate_io_rate,
 )
+from txn_log.log_dir.log_format import (
+    FORMAT_FILE,
+    FORMAT_VERSION,
+    needs_upgrade,
+    read_format,
+    upgraded,
+)
 from txn_log.log_dir.producer_id_manager import ProducerIdManager
 from txn_log.log_dir.topic_config_watch import TopicConfigWatch
 from txn_log.storage.delete_records import DeleteRecordsResult, delete_records
@@ -93,8 +100,6 @@ created before keep the segment.bytes they were created with."""
 
 logger = logging.getLogger(__name__)
 
-FORMAT_FILE = "txnlog.json"
-FORMAT_VERSION = 1
 TOPICS_DIR = "topics"
 MAX_PARTITIONS = 10_000
 _META_PATHS_CACHED = 10_000  # topic file paths kept (names asked for may be anything: bounded)
@@ -180,13 +185,10 @@ class LogManager:
                         },
                     )
             return log._start_housekeeping(interval_ms, io_rate)
-        document = json.loads(format_file.read_text())
-        if document.get("format_version") != FORMAT_VERSION:
-            raise ConfigError(
-                f"{format_file}: format_version {document.get('format_version')!r} is not "
-                f"supported; this build reads version {FORMAT_VERSION}"
-            )
+        document = read_format(root)
         log = cls(root, clock)
+        if needs_upgrade(document):
+            log._upgrade_format()
         if not document.get("topic_ids"):
             log._stamp_topic_ids()
         log._compact_internal_topics()
@@ -224,6 +226,14 @@ class LogManager:
         if stored is None:
             stored = self._read_topic(name, refresh=True).get("config") or {}
         return TopicConfig.from_mapping(stored).compact and "max.compaction.lag.ms" in stored
+
+    def _upgrade_format(self) -> None:
+        """Mark a version-1 log version 2 before this process writes anything (once, under the
+        log lock, the file replaced durably; ``log_format``)."""
+        with self._lock:
+            document = read_format(self.path)
+            if needs_upgrade(document):
+                write_json_atomically(self.path / FORMAT_FILE, upgraded(document))
 
     def _stamp_topic_ids(self) -> None:
         """Give every topic of a log written before topic ids its id and its partitions their
