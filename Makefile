@@ -34,9 +34,10 @@ demo: setup
 demo-kafka: setup
 	$(PY) -m demo.main_job --kafka
 
-## test: set up, then run every suite but the slow ones (unit, process, Spark, fast faults)
+## test: set up, then run every suite but the slow ones (unit, process, Spark, fast faults), on
+## two workers: integration/ (Spark, fault injection) on one, in order, the rest on both
 test: setup
-	$(PY) -m pytest -q -m "not slow" --durations=25
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" --durations=25
 
 ## test-all: every test, the slow ones included
 test-all: setup

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,17 @@ MASTER = "local[2,3]"
 
 def build_session(master: str = MASTER):  # type: ignore[no-untyped-def]
     return local_session("txnlog-tests", master)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) every test of this
+    directory runs on one worker, in order: the run still starts one SparkSession, and the
+    suites that start Spark drivers of their own do not compete with each other for the
+    two cores; the other worker takes the unit, process and wire tests."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("integration"))
 
 
 @pytest.fixture(scope="session")
