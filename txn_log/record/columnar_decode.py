@@ -45,8 +45,9 @@ HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.bina
 HEADERS_TYPE = pa.list_(HEADER_TYPE)
 MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value lengths, count
 Headers = tuple[tuple[str, bytes | None], ...]
-Records = bytes | bytearray
-"""A records section: the client's bytes as the append holds them, or decoded from a file."""
+Records = bytes | bytearray | memoryview
+"""A records section: the client's bytes as the append holds them, or decoded from a file (a
+contiguous byte view of the bytes a segment scan read, ``codec.decode_batch``)."""
 
 # --- finding the records --------------------------------------------------------------------
 
@@ -282,7 +283,7 @@ def read_headers(data: Records, position: int, count: int, end: int) -> tuple[He
         key_length, position = decode_varint(data, position)
         if key_length < 0 or position + key_length > end:
             raise CorruptRecordError(f"header key length {key_length} at position {position}")
-        key = data[position : position + key_length].decode("utf-8", errors="replace")
+        key = str(data[position : position + key_length], "utf-8", "replace")
         value_length, position = decode_varint(data, position + key_length)
         value: bytes | None = None
         if value_length >= 0:
