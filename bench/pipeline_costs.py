@@ -16,9 +16,9 @@ batches of 65,536 rows.
 * ``--probe DIR``: txnlog's calls timed inside Spark's processes (``pipeline_probes``), the
   do-nothing ends' too; ``--profile`` adds a CPU cProfile dump per call; ``--timeline``
   prints the last round's calls on one clock.
-* ``--pyspy DIR``: py-spy samples every Python worker during each query (raw collapsed
-  stacks, one file per process and query) and the seconds per function are printed, summed
-  over the workers of each variant.
+* ``--pyspy DIR`` (needs ``pip install py-spy`` in the venv): py-spy samples every Python
+  worker during each query (raw collapsed stacks, one file per process and query) and the
+  seconds per function are printed, summed over the workers of each variant.
 
 Prints figures, never asserts.
 
