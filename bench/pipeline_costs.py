@@ -66,14 +66,22 @@ def probe_totals(directory: Path, timeline: bool = False) -> dict[str, tuple[int
     calls = []
     for path in sorted(directory.glob("*.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines()]
-        calls += [(r["start"], r["start"] + r["wall"], r["cpu"], r["pid"], path.stem) for r in rows]
+        calls += [
+            (r["start"], r["start"] + r["wall"], r["cpu"], r["pid"], path.stem, r.get("marks", {}))
+            for r in rows
+        ]
         totals[path.stem] = (len(rows), sum(r["cpu"] for r in rows), sum(r["wall"] for r in rows))
         path.unlink()
     if timeline and calls:
         first = min(c[0] for c in calls)
-        for start, end, cpu, pid, what in sorted(calls):
+        for start, end, cpu, pid, what, marks in sorted(calls):
+            noted = "".join(
+                f"; {name} at {start - first + at:.3f} (cpu {used:.3f})"
+                for name, (at, used) in marks.items()
+            )
             print(
-                f"  {start - first:7.3f} .. {end - first:7.3f}  {what:22} pid {pid:6} cpu {cpu:.3f}"
+                f"  {start - first:7.3f} .. {end - first:7.3f}  {what:22} pid {pid:6} "
+                f"cpu {cpu:.3f}{noted}"
             )
     return totals
 

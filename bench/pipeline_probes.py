@@ -46,7 +46,12 @@ class Probe:
         self._what = what
         self._profile = cProfile.Profile(time.thread_time) if profile else None  # CPU, not wall
 
+    def mark(self, name: str) -> None:
+        """Note when ``name`` happened (seconds from the call's start) and the CPU so far."""
+        self._marks[name] = (time.perf_counter() - self._wall, time.thread_time() - self._cpu)
+
     def __enter__(self) -> Probe:
+        self._marks: dict[str, tuple[float, float]] = {}
         self._wall, self._cpu, self._start = time.perf_counter(), time.thread_time(), time.time()
         if self._profile is not None:
             self._profile.enable()
@@ -59,7 +64,13 @@ class Probe:
             self._profile.disable()
             self._profile.dump_stats(str(self._directory / f"{name}.prof"))
         with open(self._directory / f"{self._what}.jsonl", "a") as out:
-            record = {"cpu": cpu, "wall": wall, "pid": os.getpid(), "start": self._start}
+            record = {
+                "cpu": cpu,
+                "wall": wall,
+                "pid": os.getpid(),
+                "start": self._start,
+                "marks": self._marks,
+            }
             out.write(json.dumps(record) + "\n")
 
 
@@ -101,12 +112,23 @@ class ProbedWriter(TxnLogStreamWriter):
             super().__init__(given, schema, overwrite)
 
     def write(self, iterator: Iterator[Any]) -> Any:
-        with _probe(self._probe_options, "task-write"):
-            return super().write(iterator)
+        with _probe(self._probe_options, "task-write") as probe:
+            return super().write(_marked(iterator, probe))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         with _probe(self._probe_options, "driver-commit"):
             super().commit(messages, batchId)
+
+
+def _marked(batches: Iterator[Any], probe: Any) -> Iterator[Any]:
+    """``batches``, noting when the first arrived and when the last had (the rest of a write
+    task's time is its own: the last batch, then flushing and preparing the transaction)."""
+    for index, batch in enumerate(batches):
+        if index == 0 and probe is not None:
+            probe.mark("first input")
+        yield batch
+    if probe is not None:
+        probe.mark("input done")
 
 
 class ProbedTxnLog(TxnLogDataSource):
