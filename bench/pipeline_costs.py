@@ -14,7 +14,7 @@ batches of 65,536 rows.
   seconds say where the wall time went better than the wall time does, and they move much
   less when other jobs load the machine.
 * ``--probe DIR``: txnlog's calls timed inside Spark's processes (``pipeline_probes``), the
-  do-nothing ends' too; ``--profile`` adds a CPU cProfile dump per call; ``--timeline``
+  do-nothing ends' too; ``--profile cpu|wall`` adds a cProfile dump per call; ``--timeline``
   prints the last round's calls on one clock.
 * ``--pyspy DIR`` (needs ``pip install py-spy`` in the venv): py-spy samples every Python
   worker during each query (raw collapsed stacks, one file per process and query) and the
@@ -311,7 +311,9 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--pyspy", help="directory: py-spy the Python workers of every run")
     parser.add_argument("--probe", help="directory: time txnlog's calls in Spark's processes")
-    parser.add_argument("--profile", action="store_true", help="with --probe: cProfile too")
+    parser.add_argument(
+        "--profile", choices=("cpu", "wall"), help="with --probe: a cProfile dump per call"
+    )
     parser.add_argument(
         "--timeline", action="store_true", help="with --probe: the last round's calls"
     )
@@ -329,7 +331,7 @@ def main() -> None:
     if args.probe:
         probe_dir = Path(args.probe).resolve()
         probe_dir.mkdir(parents=True, exist_ok=True)
-        probe = {"probeDir": str(probe_dir), "probeProfile": str(args.profile).lower()}
+        probe = {"probeDir": str(probe_dir), "probeProfile": args.profile or ""}
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         build_input(root / "log", args.rows)

@@ -3,12 +3,13 @@ timed inside Spark's processes (``pipeline_costs.py --probe DIR``).
 
 Each call (a task's ``read`` or ``write``, the driver's ``latestOffset``, ``partitions``,
 writer construction and ``commit``) appends its thread CPU time, wall time, process id and
-start time to ``<DIR>/<call>.jsonl``; with ``probeProfile=true`` a cProfile dump (CPU time,
-``time.thread_time``) goes beside it. Spark's own work in the same thread while the call runs
-(serializing the batches a read yields, deserializing those a write takes) is inside the
-figure, so the do-nothing ends are timed the same way to give Spark's share. The probe options
-(``probeDir``, ``probeProfile``, and ``probeMinRows``/``probeMaxRows``, which set the source's
-output batch bounds in the worker) are taken off before txnlog parses its options.
+start time to ``<DIR>/<call>.jsonl``; with ``probeProfile`` (``cpu`` or ``wall``) a cProfile
+dump of thread CPU time, or of wall time with the waits, goes beside it. Spark's own work in
+the same thread while the call runs (serializing the batches a read yields, deserializing
+those a write takes) is inside the figure, so the do-nothing ends are timed the same way to
+give Spark's share. The probe options (``probeDir``, ``probeProfile``, and ``probeMinRows`` /
+``probeMaxRows``, which set the source's output batch bounds in the worker) are taken off
+before txnlog parses its options.
 """
 
 from __future__ import annotations
@@ -37,14 +38,18 @@ BLANK_SCHEMA = "key binary, value binary"
 
 class Probe:
     """Thread CPU and wall time of one call (a task's read or write, the driver's planning or
-    commit), appended to ``<dir>/<what>.jsonl``; with ``profile``, a cProfile dump beside it.
+    commit), appended to ``<dir>/<what>.jsonl``; with ``profile`` (``cpu``, ``wall``), a
+    cProfile dump beside it.
     Spark's own work in the same process between the calls's start and end (serializing the
     rows a read yields, deserializing the rows a write takes) is inside the figure."""
 
-    def __init__(self, directory: str, what: str, profile: bool) -> None:
+    def __init__(self, directory: str, what: str, profile: str) -> None:
         self._directory = Path(directory)
         self._what = what
-        self._profile = cProfile.Profile(time.thread_time) if profile else None  # CPU, not wall
+        self._profile = None  # "cpu": thread CPU time; "wall": waits included
+        if profile in ("cpu", "wall"):
+            timer = time.thread_time if profile == "cpu" else time.perf_counter
+            self._profile = cProfile.Profile(timer)
 
     def mark(self, name: str) -> None:
         """Note when ``name`` happened (seconds from the call's start) and the CPU so far."""
@@ -77,7 +82,7 @@ class Probe:
 def _probe(options: Any, what: str) -> Any:
     if "probedir" not in options:
         return contextlib.nullcontext()
-    return Probe(options["probedir"], what, options.get("probeprofile") == "true")
+    return Probe(options["probedir"], what, options.get("probeprofile", ""))
 
 
 class ProbedReader(TxnLogStreamReader):
@@ -100,8 +105,11 @@ class ProbedReader(TxnLogStreamReader):
             given = self._probe_options.get(f"probe{key.lower()}rows")
             if given:
                 setattr(module, f"{key}_ROWS_PER_BATCH", int(given))
-        with _probe(self._probe_options, "task-read"):
-            yield from super().read(partition)
+        with _probe(self._probe_options, "task-read") as probe:
+            for index, batch in enumerate(super().read(partition)):
+                if index == 0 and probe is not None:
+                    probe.mark("first batch")
+                yield batch
 
 
 class ProbedWriter(TxnLogStreamWriter):
