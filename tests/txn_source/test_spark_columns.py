@@ -105,3 +105,35 @@ def test_the_arrow_columns_are_the_spark_columns() -> None:
     for include_headers in (False, True):
         arrow = arrow_kafka_schema(include_headers)
         assert from_arrow_schema(arrow) == kafka_schema(include_headers)
+
+
+def decoded_batches(sizes: list[int]) -> list[tuple[Any, Any]]:
+    """Decoded log batches of ``sizes`` records each, offsets following on."""
+    from txn_log.record.codec import decode_batch, encode_records
+
+    out, offset = [], 0
+    for size in sizes:
+        rows = [(b"k%d" % i, b"v%d" % i, 1_000, ()) for i in range(offset, offset + size)]
+        decoded = decode_batch(encode_records(rows, now_ms=1_000, base_offset=offset))
+        out.append((decoded.header, decoded.records))
+        offset += size
+    return out
+
+
+def test_large_log_batches_leave_without_a_copy_and_small_ones_are_gathered() -> None:
+    """A decoded log batch of at least ``min_rows`` rows is handed on as it is (its key and
+    value buffers are the decoder's, sliced to ``max_rows``): concatenating it with others
+    would copy every byte once more; smaller ones are gathered to at least ``min_rows``."""
+    large = decoded_batches([5_000, 4_100, 9_000])
+    out = list(rebatch_spark_kafka(large, TP, max_rows=8_192, min_rows=4_096))
+    assert [b.num_rows for b in out] == [5_000, 4_100, 8_192, 808]
+    for batch, (_, records) in zip(out, [large[0], large[1], large[2]], strict=False):
+        for column in ("key", "value"):
+            assert batch.column(column).buffers()[2].address == (
+                records.column(column).buffers()[2].address
+            )
+    small = decoded_batches([1_000] * 10)
+    gathered = list(rebatch_spark_kafka(small, TP, max_rows=65_536, min_rows=4_096))
+    assert [b.num_rows for b in gathered] == [5_000, 5_000]
+    table = pa.Table.from_batches(gathered)
+    assert table.column("offset").to_pylist() == list(range(10_000))

@@ -38,7 +38,7 @@ from txn_log.record.columnar_decode import (
 from txn_log.record.compression import MAX_RECORDS_BYTES, decompress
 from txn_log.record.varint import decode_varint, decode_varlong
 
-_Batch = TypeVar("_Batch", bytes, bytearray)
+_Batch = TypeVar("_Batch", bytes, bytearray, memoryview)
 SMALL_BATCH_RECORDS = 16
 """Up to this many records a batch is walked record by record (``_walk_records``), above it
 all at once with numpy (``record_layout``): the same checks, whichever is faster."""

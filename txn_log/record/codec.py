@@ -117,7 +117,24 @@ class Record:
     headers: Headers = ()
 
 
-def _check_header(data: bytes, verify_crc: bool) -> BatchHeader:
+def _byte_view(batch: bytes | bytearray | memoryview) -> memoryview:
+    """A read-only byte view of ``batch``, without copying ``bytes`` or a read-only contiguous
+    byte view (a batch as a segment scan read it: ``PartitionReader.read``); of a copy
+    otherwise (a ``bytearray`` or writable view may change under the decoder)."""
+    if isinstance(batch, bytes):
+        return memoryview(batch)
+    if (
+        isinstance(batch, memoryview)
+        and batch.readonly
+        and batch.contiguous
+        and batch.ndim == 1
+        and batch.format in ("B", "b", "c")
+    ):
+        return batch.cast("B")
+    return memoryview(bytes(batch))
+
+
+def _check_header(data: bytes | memoryview, verify_crc: bool) -> BatchHeader:
     header = validate_batch(data) if verify_crc else parse_header(data)
     if header.size_in_bytes != len(data):
         raise CorruptRecordError(
@@ -142,7 +159,7 @@ def decode_batch(
     ``RecordTooLargeError`` for a records section that would inflate past
     ``max_records_bytes`` (never inflated: ``batch_records``).
     """
-    data = batch if isinstance(batch, bytes) else bytes(batch)
+    data = _byte_view(batch)
     header = _check_header(data, verify_crc)
     records, position = records_section(data, header, min(max_records_bytes, _INT32_MAX))
     count, end = header.records_count, len(records)

@@ -11,7 +11,8 @@ Layout of one record is documented in ``codec``. Decoding runs in three steps:
    the next record. Lengths of 3+ bytes, or anything odd, fall back to an exact loop that
    names the first bad record.
 2. **Fields**: every other field of every record is decoded at once with numpy gathers
-   (``varint.decode_short_varint_array``, three gathers per field for 1-2 byte varints).
+   (``varint.decode_mostly_short_varint_array``: three gathers per field for 1-2 byte
+   varints, the full decode only for longer ones).
 3. **Columns**: one Arrow ``take`` copies all keys and values out of the records buffer in
    C++; record headers (rare) use a per-record Python path that the no-header path never
    touches.
@@ -34,7 +35,7 @@ from txn_log.errors import CorruptRecordError
 from txn_log.record.varint import (
     MAX_VARINT_BYTES,
     MAX_VARLONG_BYTES,
-    decode_short_varint_array,
+    decode_mostly_short_varint_array,
     decode_varint,
     decode_varint_array,
     pair_spans,
@@ -45,8 +46,9 @@ HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.bina
 HEADERS_TYPE = pa.list_(HEADER_TYPE)
 MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value lengths, count
 Headers = tuple[tuple[str, bytes | None], ...]
-Records = bytes | bytearray
-"""A records section: the client's bytes as the append holds them, or decoded from a file."""
+Records = bytes | bytearray | memoryview
+"""A records section: the client's bytes as the append holds them, or decoded from a file (a
+contiguous byte view of the bytes a segment scan read, ``codec.decode_batch``)."""
 
 # --- finding the records --------------------------------------------------------------------
 
@@ -168,12 +170,6 @@ class RecordLayout:
     header_count: Any
 
 
-def _varints(buf: Any, pairs: Any, positions: Any, max_bytes: int) -> tuple[Any, Any]:
-    """Varints at ``positions``: three gathers when all take 1-2 bytes, else the full loop."""
-    short = decode_short_varint_array(pairs, positions)
-    return short if short is not None else decode_varint_array(buf, positions, max_bytes)
-
-
 def _record_bounds(
     data: Records, buf: Any, pairs: Any, position: int, end: int, count: int
 ) -> tuple[Any, Any]:
@@ -186,7 +182,7 @@ def _record_bounds(
         starts = np.concatenate(chunks)
     else:
         starts = np.array(_exact_starts(data, position, end, count), dtype=np.int64)
-    length, size = _varints(buf, pairs, starts, MAX_VARINT_BYTES)
+    length, size = decode_mostly_short_varint_array(buf, pairs, starts, MAX_VARINT_BYTES)
     if length.min() < MIN_RECORD_SIZE - 1:  # the step table assumed non-negative lengths
         raise CorruptRecordError(f"a record declares length {int(length.min())}")
     ends = np.empty_like(starts)
@@ -202,14 +198,14 @@ def record_layout(data: Records, position: int, end: int, count: int) -> RecordL
     pairs = pair_view(buf)
     body, ends = _record_bounds(data, buf, pairs, position, end, count)
     at = body + 1  # skip the attributes byte (F-22)
-    timestamp_delta, size = _varints(buf, pairs, at, MAX_VARLONG_BYTES)
+    timestamp_delta, size = decode_mostly_short_varint_array(buf, pairs, at, MAX_VARLONG_BYTES)
     at = at + size
-    offset_delta, size = _varints(buf, pairs, at, MAX_VARINT_BYTES)
+    offset_delta, size = decode_mostly_short_varint_array(buf, pairs, at, MAX_VARINT_BYTES)
     at = at + size
-    key_length, size = _varints(buf, pairs, at, MAX_VARINT_BYTES)
+    key_length, size = decode_mostly_short_varint_array(buf, pairs, at, MAX_VARINT_BYTES)
     key_start = at + size
     key_end = key_start + np.maximum(key_length, 0)
-    value_length, size = _varints(buf, pairs, key_end, MAX_VARINT_BYTES)
+    value_length, size = decode_mostly_short_varint_array(buf, pairs, key_end, MAX_VARINT_BYTES)
     value_start = key_end + size
     at = value_start + np.maximum(value_length, 0)
     header_count = buf.take(at, mode="clip")  # almost always a single 0 byte
@@ -282,7 +278,7 @@ def read_headers(data: Records, position: int, count: int, end: int) -> tuple[He
         key_length, position = decode_varint(data, position)
         if key_length < 0 or position + key_length > end:
             raise CorruptRecordError(f"header key length {key_length} at position {position}")
-        key = data[position : position + key_length].decode("utf-8", errors="replace")
+        key = str(data[position : position + key_length], "utf-8", "replace")
         value_length, position = decode_varint(data, position + key_length)
         value: bytes | None = None
         if value_length >= 0:

@@ -222,12 +222,39 @@ def decode_short_varint_array(pairs: Any, positions: Any) -> tuple[Any, Any] | N
     ``pairs`` comes from ``pair_view``. Returns None when some varint is longer than two bytes
     or starts past the end of ``pairs``; ``decode_varint_array`` then decides.
     """
+    short = _short_varints(pairs, positions)
+    if short is None or (short[1].size and not short[1].min()):
+        return None
+    return short
+
+
+def decode_mostly_short_varint_array(
+    buf: Any, pairs: Any, positions: Any, max_bytes: int = MAX_VARLONG_BYTES
+) -> tuple[Any, Any]:
+    """``decode_varint_array``'s ``(values, sizes)`` (``sizes`` always an array), the 1-2 byte
+    varints in three gathers and only the longer ones by the full decode: the offset deltas
+    of a batch of more than 8,192 records take three bytes from there on, and decoding all of
+    them byte by byte for those cost more than the gathers. Raises as ``decode_varint_array``
+    does for the longer ones."""
+    import numpy as np
+
+    short = _short_varints(pairs, positions)
+    if short is None:  # one starts on the last byte
+        values, sizes = decode_varint_array(buf, positions, max_bytes)
+        return values, np.broadcast_to(sizes, values.shape) if isinstance(sizes, int) else sizes
+    values, sizes = short
+    longer = np.flatnonzero(sizes == 0)
+    if len(longer):
+        values[longer], sizes[longer] = decode_varint_array(buf, positions[longer], max_bytes)
+    return values, sizes
+
+
+def _short_varints(pairs: Any, positions: Any) -> tuple[Any, Any] | None:
+    """Values and sizes (0: longer than two bytes) of the varints at ``positions``, from the
+    pair tables; None when one starts on the last byte (it has no pair)."""
     values, sizes = _pair_tables()
     try:
         pair = pairs[positions]  # fancy indexing: take() would copy the strided view first
     except IndexError:
         return None
-    found = sizes.take(pair)
-    if found.size and not found.min():
-        return None
-    return values.take(pair), found
+    return values.take(pair), sizes.take(pair)

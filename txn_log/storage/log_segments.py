@@ -165,6 +165,22 @@ def iter_headers(
     offset order, lock-free. The first may begin before ``start_offset`` (batches are whole).
     A segment that a merged one before it covers (an older list, module docstring) yields only
     what lies past the merged one's end: nothing is yielded twice."""
+    for segment, position, header, _ in _iter_located(segments, start_offset, end_offset):
+        yield segment, position, header
+
+
+def iter_batches(
+    segments: Sequence[LogSegment], start_offset: int, end_offset: int
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """``iter_headers``' batches with their bytes, as the scan read and checked them
+    (``LogSegment.batches_with_bytes``): each batch is read once."""
+    for _, _, header, batch in _iter_located(segments, start_offset, end_offset):
+        yield header, batch
+
+
+def _iter_located(
+    segments: Sequence[LogSegment], start_offset: int, end_offset: int
+) -> Iterator[tuple[LogSegment, int, BatchHeader, memoryview]]:
     if start_offset >= end_offset:
         return
     passed = start_offset  # everything below was yielded (or lies below the start)
@@ -174,9 +190,9 @@ def iter_headers(
         position = segment.find_batch_position(passed)
         if position is None:
             continue
-        for batch_position, header in segment.batches(start_position=position):
+        for batch_position, header, batch in segment.batches_with_bytes(position):
             if header.base_offset >= end_offset:
                 return
             if header.next_offset > passed:
-                yield segment, batch_position, header
+                yield segment, batch_position, header, batch
                 passed = header.next_offset

@@ -48,6 +48,7 @@ from txn_log.storage.log_segments import (
     directory_stamp,
     drop_deleted_head,
     floor_index,
+    iter_batches,
     iter_headers,
     open_existing_segment,
     open_newest_first,
@@ -346,8 +347,9 @@ class PartitionReader:
         """Whole batches overlapping [start_offset, end_offset), in offset order, lock-free.
 
         The first batch may begin before ``start_offset`` (batches are never split); the caller
-        drops records outside the range. Raises OffsetOutOfRangeError below the log start or
-        past the log end.
+        drops records outside the range. Each batch's bytes are read once, by the scan that
+        checked them (length, magic, CRC-32C: ``LogSegment.batches_with_bytes``). Raises
+        OffsetOutOfRangeError below the log start or past the log end.
         """
         with self._mutex:
             log_start = self._log_start_now()
@@ -360,8 +362,7 @@ class PartitionReader:
     def _iter_batches(
         segments: list[LogSegment], start_offset: int, end_offset: int
     ) -> Iterator[tuple[BatchHeader, memoryview]]:
-        for segment, position, header in iter_headers(segments, start_offset, end_offset):
-            yield header, memoryview(segment.read_bytes(position, header.size_in_bytes))
+        return iter_batches(segments, start_offset, end_offset)
 
     def batch_locations(
         self, start_offset: int, end_offset: int | None = None

@@ -232,6 +232,15 @@ class LogSegment:
         for position, header, _ in self._scan(start_position, end_position):
             yield position, header
 
+    def batches_with_bytes(
+        self, start_position: int = 0, end_position: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """``batches`` with each batch's bytes: the very bytes whose length, magic and
+        CRC-32C the scan checked (one read, never a second one that could see the file
+        changed since). Each view stays valid as long as it is referenced (the scan reads
+        into fresh ``bytes`` and never writes into them)."""
+        return self._scan(start_position, end_position)
+
     def read_bytes(self, position: int, length: int) -> bytes:
         """Exactly ``length`` bytes at ``position``; CorruptRecordError if the file is shorter."""
         data = pread_fully(self._fd, length, position)

@@ -179,6 +179,25 @@ def test_round_trip_through_arrow_and_the_scalar_path(
     ]
 
 
+@FAST
+@given(st.lists(row_st, min_size=1, max_size=40), st.sampled_from(INDEPENDENT_CODECS), BOOLS)
+def test_a_batch_decodes_alike_from_bytes_and_from_a_view_inside_other_bytes(
+    rows: list[Row], codec: Compression, writable: bool
+) -> None:
+    """A segment scan hands on views into the bytes it read (``PartitionReader.read``): a
+    batch decodes from a read-only view at any position of a larger buffer, headers and
+    compressed records included, as from its own bytes; a writable view is copied first, so
+    changing its buffer afterwards changes nothing decoded."""
+    batch = encode_batch(table_of(rows), now_ms=NOW, compression=codec, base_offset=9)
+    around = b"x" * 13 + batch + b"y" * 5
+    view = memoryview(bytearray(around) if writable else around)[13 : 13 + len(batch)]
+    decoded = decode_batch(view).records
+    if writable:
+        view[-1] ^= 0xFF
+    assert decoded.to_pylist() == decode_batch(batch).records.to_pylist()
+    assert decoded.to_pylist() == expected_rows(rows, 9)
+
+
 @pytest.mark.parametrize("codec", INDEPENDENT_CODECS, ids=lambda c: c.name)
 def test_records_over_8_kib_take_the_exact_length_path(codec: Compression) -> None:
     rows: list[Row] = [

@@ -14,6 +14,7 @@ from txn_log.record.varint import (
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    decode_mostly_short_varint_array,
     decode_short_varint_array,
     decode_varint,
     decode_varint_array,
@@ -145,6 +146,40 @@ def test_short_decoder_defers_three_byte_varints() -> None:
     buf = np.frombuffer(encode_varint(8192) + b"\x00", dtype=np.uint8)
     assert decode_short_varint_array(pair_view(buf), np.array([0])) is None
     assert decode_varint_array(buf, np.array([0]), 5)[0].tolist() == [8192]
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(
+        st.one_of(st.integers(-8192, 8191), st.integers(INT32_MIN, INT32_MAX)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.booleans(),
+)
+def test_mostly_short_decoder_matches_full_decoder(values: list[int], at_last_byte: bool) -> None:
+    """1-2 byte varints from the pair tables, longer ones (here up to 5 bytes) by the full
+    decode, whichever way they mix; one starting on the buffer's last byte too."""
+    data = b"".join(encode_varint(v) for v in values)
+    if not at_last_byte:
+        data += b"\x00"
+    sizes = varint_sizes(np.array(values))
+    positions = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    decoded, decoded_sizes = decode_mostly_short_varint_array(buf, pair_view(buf), positions, 5)
+    assert decoded.tolist() == values
+    assert decoded_sizes.tolist() == sizes.tolist()
+
+
+def test_mostly_short_decoder_refuses_what_the_full_decoder_refuses() -> None:
+    data = encode_varint(1) + b"\x80\x80\x80\x80\x80\x01" + encode_varint(2)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    with pytest.raises(CorruptRecordError, match="longer than the 5 bytes"):
+        decode_mostly_short_varint_array(buf, pair_view(buf), np.array([0, 1, 7]), 5)
+    data = encode_varint(1) + b"\xff\xff\xff\xff\x1f"
+    buf = np.frombuffer(data, dtype=np.uint8)
+    with pytest.raises(CorruptRecordError, match="overflows int32"):
+        decode_mostly_short_varint_array(buf, pair_view(buf), np.array([0, 1]), 5)
 
 
 def test_varint_longer_than_five_bytes_is_corrupt() -> None:

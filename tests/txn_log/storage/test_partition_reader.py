@@ -62,3 +62,26 @@ def test_log_start_offset_follows_retention_done_elsewhere(tmp_path: Path) -> No
     assert other.log_start_offset == 0
     assert writer.delete_old_segments()
     assert other.log_start_offset == writer.log_start_offset > 0
+
+
+def test_a_read_hands_on_the_bytes_its_scan_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch is read from the file once: the bytes yielded are those whose length, magic
+    and CRC the scan checked, not a second read (which cost a copy of every batch and could
+    see the file changed since the check)."""
+    from txn_log.storage.segment import LogSegment
+
+    writer = PartitionLog.open(tmp_path / "t-0", TP, TopicConfig())
+    for i in range(0, 30, 3):
+        writer.append(data(i))
+    reader = open_partition_reader(tmp_path / "t-0", TP, TopicConfig())
+
+    def second_read(*args: object) -> bytes:
+        raise AssertionError("a batch was read a second time")
+
+    monkeypatch.setattr(LogSegment, "read_bytes", second_read)
+    assert values(reader, 4) == [b"v%d" % i for i in range(4, 30)]
+    batches = list(reader.read(0))
+    assert [header.base_offset for header, _ in batches] == list(range(0, 30, 3))
+    assert all(isinstance(raw, memoryview) and raw.readonly for _, raw in batches)
