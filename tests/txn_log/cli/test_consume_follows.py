@@ -1,22 +1,64 @@
 """``txnlog consume`` follows its topic until Ctrl-C, as ``kafka-console-consumer`` does
 (issue 26 item 5: it used to return at once, ``--timeout-ms`` defaulting to 0); SIGINT ends it
 with the summary and exit status 0, no traceback; ``--timeout-ms`` and ``--max-messages`` stop
-it earlier."""
+it earlier.
+
+The processes run with ``-X faulthandler``: a wait that runs out aborts the process (SIGABRT),
+which then writes every thread's stack to its stderr, and the test fails showing them.
+"""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from txn_log.log import Log
 
+HANG_S = 60
+"""How long a wait for the command may last before the test calls it a hang: far beyond
+anything a healthy run takes, even on two cores under load 8."""
+
 
 def start_consume(path: Path, *args: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "txn_log.cli", "consume", str(path), "orders", *args]
+    command = [sys.executable, "-X", "faulthandler", "-m", "txn_log.cli", "consume"]
+    command += [str(path), "orders", *args]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def read_line(consume: subprocess.Popen[str]) -> str:
+    """The next line ``consume`` prints; if none comes within HANG_S, it is aborted and the
+    test fails with its threads' stacks."""
+    assert consume.stdout is not None
+    watchdog = threading.Timer(HANG_S, consume.send_signal, (signal.SIGABRT,))
+    watchdog.start()
+    try:
+        line = consume.stdout.readline()
+    finally:
+        watchdog.cancel()
+    if not line.endswith("\n"):
+        _, err = consume.communicate(timeout=HANG_S)
+        raise AssertionError(
+            f"consume printed no line within {HANG_S} s ({line!r}, exit {consume.returncode}); "
+            f"its stderr:\n{err}"
+        )
+    return line
+
+
+def finish(consume: subprocess.Popen[str], timeout_s: float) -> tuple[str, str]:
+    """(stdout, stderr) of ``consume`` once it exits; if it does not within ``timeout_s``, it is
+    aborted and the test fails with its threads' stacks."""
+    try:
+        return consume.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        consume.send_signal(signal.SIGABRT)
+        out, err = consume.communicate(timeout=HANG_S)
+        raise AssertionError(
+            f"consume did not exit within {timeout_s} s; stdout {out!r}, stderr:\n{err}"
+        ) from None
 
 
 def produce(path: Path, *values: bytes) -> None:
@@ -36,14 +78,13 @@ def test_consume_follows_until_ctrl_c_and_exits_0_without_a_traceback(tmp_path: 
     produce(path, b"before")
     consume = start_consume(path, "--from-beginning")
     try:
-        assert consume.stdout is not None
-        assert consume.stdout.readline() == "before\n"
+        assert read_line(consume) == "before\n"
         produce(path, b"after")  # it is still reading
-        assert consume.stdout.readline() == "after\n"
+        assert read_line(consume) == "after\n"
         time.sleep(0.5)
         assert consume.poll() is None, "consume returned instead of following the topic"
         consume.send_signal(signal.SIGINT)
-        out, err = consume.communicate(timeout=30)
+        out, err = finish(consume, 30)
     finally:
         if consume.poll() is None:
             consume.kill()
@@ -57,6 +98,6 @@ def test_timeout_and_max_messages_stop_it(tmp_path: Path) -> None:
     produce(path, b"a", b"b", b"c")
     idle = start_consume(path, "--from-beginning", "--timeout-ms", "200")
     counted = start_consume(path, "--from-beginning", "--max-messages", "2")
-    assert idle.communicate(timeout=60) == ("a\nb\nc\n", "Processed a total of 3 message(s).\n")
-    assert counted.communicate(timeout=60) == ("a\nb\n", "Processed a total of 2 message(s).\n")
+    assert finish(idle, 60) == ("a\nb\nc\n", "Processed a total of 3 message(s).\n")
+    assert finish(counted, 60) == ("a\nb\n", "Processed a total of 2 message(s).\n")
     assert idle.returncode == counted.returncode == 0
