@@ -147,22 +147,29 @@ def follow(
     stop: threading.Event,
 ) -> Iterator[str]:
     """The records from ``positions`` on, formatted, until ``--max-messages`` were given, none
-    arrived for ``--timeout-ms`` (without it: never), or ``stop`` is set (Ctrl-C)."""
+    arrived for ``--timeout-ms`` (without it: never), or ``stop`` is set (Ctrl-C).
+
+    Each round reads every partition up to an end planned before the read and moves its
+    position to that end (past markers and aborted records that yield nothing). The end is
+    taken first: one taken after the read would move the position past a record committed in
+    between, which would then never be printed. Polls every 50 ms when idle.
+    """
     given = 0
     idle_since = time.monotonic()
     while not stop.is_set():
         for tp, start in positions.items():
             remaining = None if args.max_messages is None else args.max_messages - given
-            for record in consumer.read(tp, start, max_records=remaining):
+            end = consumer.end_offset(tp)  # exclusive; only grows
+            records = consumer.read(tp, start, end, max_records=remaining)
+            for record in records:
                 if stop.is_set():
                     return
                 yield format_record(args, tp, record)
                 positions[tp] = record.offset + 1
                 given += 1
                 idle_since = time.monotonic()
-            positions[tp] = (
-                max(positions[tp], consumer.end_offset(tp)) if remaining != 0 else (positions[tp])
-            )
+            if remaining is None or len(records) < remaining:  # not cut short by the limit
+                positions[tp] = max(positions[tp], end)
         done = args.max_messages is not None and given >= args.max_messages
         idle_ms = (time.monotonic() - idle_since) * 1000
         if done or (args.timeout_ms is not None and idle_ms >= args.timeout_ms):

@@ -1,7 +1,7 @@
 """``txnlog consume`` follows its topic until Ctrl-C, as ``kafka-console-consumer`` does
 (issue 26 item 5: it used to return at once, ``--timeout-ms`` defaulting to 0); SIGINT ends it
 with the summary and exit status 0, no traceback; ``--timeout-ms`` and ``--max-messages`` stop
-it earlier.
+it earlier. A record committed at any moment of the follow is printed.
 
 The processes run with ``-X faulthandler``: a wait that runs out aborts the process (SIGABRT),
 which then writes every thread's stack to its stderr, and the test fails showing them.
@@ -15,7 +15,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+from txn_log.cli import build_parser
+from txn_log.cli.clients import follow
 from txn_log.log import Log
 
 HANG_S = 60
@@ -101,3 +104,44 @@ def test_timeout_and_max_messages_stop_it(tmp_path: Path) -> None:
     assert finish(idle, 60) == ("a\nb\nc\n", "Processed a total of 3 message(s).\n")
     assert finish(counted, 60) == ("a\nb\n", "Processed a total of 2 message(s).\n")
     assert idle.returncode == counted.returncode == 0
+
+
+class PeerCommitsAfterEachCall:
+    """The follow loop's consumer (a real one), with a peer (another ``Log`` of the same
+    directory, as another process would be) committing the next of ``values`` right after
+    each call to it returns: so a record lands at every point between two of the loop's
+    reads and end lookups."""
+
+    def __init__(self, consumer: Any, peer: Log, values: list[bytes]) -> None:
+        self._consumer = consumer
+        self._producer = peer.producer()
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._consumer, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            if self._values:
+                self._producer.send("orders", self._values.pop(0))
+                self._producer.flush()
+            return result
+
+        return call
+
+
+def test_a_record_committed_between_two_calls_of_the_follow_loop_is_printed(
+    tmp_path: Path,
+) -> None:
+    # The loop once moved a partition's position to an end it read after the read: a record
+    # committed in between was never printed (and the follow test waited for it forever).
+    path = tmp_path / "log"
+    Log.open(path).create_topic("orders", partitions=1)
+    values = [f"v{i}".encode() for i in range(20)]
+    with Log.open(path) as log, Log.open(path) as peer:
+        consumer = log.consumer("read_committed")
+        positions = {tp: consumer.end_offset(tp) for tp in log.partitions("orders")}
+        args = build_parser().parse_args(["consume", str(path), "orders", "--timeout-ms", "500"])
+        peer_consumer = PeerCommitsAfterEachCall(consumer, peer, list(values))
+        lines = list(follow(args, peer_consumer, positions, threading.Event()))
+    assert lines == [value.decode() for value in values]
