@@ -1,7 +1,8 @@
 """``txnlog consume`` follows its topic until Ctrl-C, as ``kafka-console-consumer`` does
 (issue 26 item 5: it used to return at once, ``--timeout-ms`` defaulting to 0); SIGINT ends it
 with the summary and exit status 0, no traceback; ``--timeout-ms`` and ``--max-messages`` stop
-it earlier. A record committed at any moment of the follow is printed.
+it earlier. A record committed at any moment of the follow is printed; Ctrl-C at any line of
+the follow loop ends it.
 
 The processes run with ``-X faulthandler``: a wait that runs out aborts the process (SIGABRT),
 which then writes every thread's stack to its stderr, and the test fails showing them.
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from txn_log.cli import build_parser
-from txn_log.cli.clients import follow
+from txn_log.cli.clients import CtrlC, follow
 from txn_log.log import Log
 
 HANG_S = 60
@@ -143,5 +144,69 @@ def test_a_record_committed_between_two_calls_of_the_follow_loop_is_printed(
         positions = {tp: consumer.end_offset(tp) for tp in log.partitions("orders")}
         args = build_parser().parse_args(["consume", str(path), "orders", "--timeout-ms", "500"])
         peer_consumer = PeerCommitsAfterEachCall(consumer, peer, list(values))
-        lines = list(follow(args, peer_consumer, positions, threading.Event()))
+        lines = list(follow(args, peer_consumer, positions, CtrlC()))
     assert lines == [value.decode() for value in values]
+
+
+# Run in a child process: for k = 1..lines, ``txnlog consume`` (``main``) follows a topic with
+# one record and gets SIGINT at the k-th line it runs in the follow loop (its own code and the
+# library code it waits in, not the log's), handled right there; each must end with exit 0.
+# A run that does not end within 60 s dumps every thread's stack and exits 1.
+CTRL_C_AT_EVERY_LINE = r"""
+import contextlib, faulthandler, io, signal, sys
+from pathlib import Path
+import txn_log
+from txn_log.cli import clients, main
+
+ENGINE = str(Path(txn_log.__file__).parent)
+path, lines = sys.argv[1], int(sys.argv[2])
+
+
+def run_with_ctrl_c_at(k):
+    traced, seen = set(), 0
+
+    def tracer(frame, event, arg):
+        nonlocal seen
+        if event == "call":
+            code = frame.f_code
+            if code.co_filename == clients.__file__:
+                if code.co_name == "follow" and not seen:
+                    seen = 1  # the handler is in place: count lines from here
+            elif frame.f_back not in traced or code.co_filename.startswith(ENGINE):
+                return None
+            traced.add(frame)
+        elif event == "line" and seen and frame in traced:
+            seen += 1
+            if seen == k + 1:
+                signal.raise_signal(signal.SIGINT)
+        return tracer
+
+    out, err = io.StringIO(), io.StringIO()
+    faulthandler.dump_traceback_later(60, exit=True, file=sys.__stderr__)
+    sys.settrace(tracer)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["consume", path, "orders", "--from-beginning"])
+    finally:
+        sys.settrace(None)
+        faulthandler.cancel_dump_traceback_later()
+    if code != 0 or seen <= k or not err.getvalue().startswith("Processed a total of"):
+        sys.exit(f"SIGINT at line {k}: exit {code}, {seen - 1} lines, stderr {err.getvalue()!r}")
+
+
+for k in range(1, lines + 1):
+    run_with_ctrl_c_at(k)
+print(f"{lines} runs ended")
+"""
+
+
+def test_ctrl_c_at_any_line_of_the_follow_loop_ends_it(tmp_path: Path) -> None:
+    # The SIGINT handler once set a threading.Event, whose set() takes the lock Event.wait
+    # holds: a SIGINT handled inside the loop's wait left the process waiting for itself.
+    path = tmp_path / "log"
+    Log.open(path).create_topic("orders", partitions=1)
+    produce(path, b"before")
+    lines = 60  # the first round (about 30 lines), its wait, and the next round
+    command = [sys.executable, "-c", CTRL_C_AT_EVERY_LINE, str(path), str(lines)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert (done.returncode, done.stdout) == (0, f"{lines} runs ended\n"), done.stderr
