@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -125,49 +124,76 @@ def run_consume(args: argparse.Namespace) -> int:
         for tp in partitions
     }
     printed = 0
-    # Ctrl-C ends a follow, as it ends kafka-console-consumer: between two records, never in
-    # the middle of a read (a KeyboardInterrupt raised there could leave a lock of the log
-    # held, and closing the log would then wait for it forever)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    try:
-        for line in follow(args, consumer, positions, stop):
+    with CtrlC() as ctrl_c:
+        for line in follow(args, consumer, positions, ctrl_c):
             print(line, flush=True)
             printed += 1
-    finally:
-        signal.signal(signal.SIGINT, previous)
     print(f"Processed a total of {printed} message(s).", file=sys.stderr)
     return EXIT_OK
+
+
+class CtrlC:
+    """Ctrl-C (SIGINT) while in this context sets ``pressed``, as it ends
+    ``kafka-console-consumer``: the follow loop stops between two records, never in the middle
+    of a read (a KeyboardInterrupt raised there could leave a lock of the log held).
+
+    The handler only assigns an attribute, and must take no lock: Python runs it in the main
+    thread between any two bytecodes, so a handler that took a lock the main thread might be
+    holding at that moment would wait for itself forever. ``threading.Event.set`` does take
+    one, the lock ``Event.wait`` holds around its wait, and the process then never exited.
+    Main thread only (``signal.signal``); the previous handler is restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> CtrlC:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.pressed = True
 
 
 def follow(
     args: argparse.Namespace,
     consumer: Any,
     positions: dict[TopicPartition, int],
-    stop: threading.Event,
+    ctrl_c: CtrlC,
 ) -> Iterator[str]:
     """The records from ``positions`` on, formatted, until ``--max-messages`` were given, none
-    arrived for ``--timeout-ms`` (without it: never), or ``stop`` is set (Ctrl-C)."""
+    arrived for ``--timeout-ms`` (without it: never), or Ctrl-C was pressed.
+
+    Each round reads every partition up to an end planned before the read and moves its
+    position to that end (past markers and aborted records that yield nothing). The end is
+    taken first: one taken after the read would move the position past a record committed in
+    between, which would then never be printed. Polls every 50 ms when idle.
+    """
     given = 0
     idle_since = time.monotonic()
-    while not stop.is_set():
+    while not ctrl_c.pressed:
         for tp, start in positions.items():
             remaining = None if args.max_messages is None else args.max_messages - given
-            for record in consumer.read(tp, start, max_records=remaining):
-                if stop.is_set():
+            end = consumer.end_offset(tp)  # exclusive; only grows
+            records = consumer.read(tp, start, end, max_records=remaining)
+            for record in records:
+                if ctrl_c.pressed:
                     return
                 yield format_record(args, tp, record)
                 positions[tp] = record.offset + 1
                 given += 1
                 idle_since = time.monotonic()
-            positions[tp] = (
-                max(positions[tp], consumer.end_offset(tp)) if remaining != 0 else (positions[tp])
-            )
+            if remaining is None or len(records) < remaining:  # not cut short by the limit
+                positions[tp] = max(positions[tp], end)
         done = args.max_messages is not None and given >= args.max_messages
         idle_ms = (time.monotonic() - idle_since) * 1000
         if done or (args.timeout_ms is not None and idle_ms >= args.timeout_ms):
             return
-        stop.wait(0.05)
+        time.sleep(0.05)  # a SIGINT runs the handler within it; the loop then sees ``pressed``
 
 
 def format_record(args: argparse.Namespace, tp: TopicPartition, record: ConsumerRecord) -> str:
