@@ -8,9 +8,14 @@ round closed: a new generation, the leader got every member's subscription) → 
 leader's SyncGroup gave every member its assignment). A join round closes when every known
 member has joined again, or when the rebalance timeout passes (members that did not rejoin
 are removed). A member that sends no heartbeat within its session timeout is removed and the
-group rebalances. Errors are Kafka's: UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION (22),
-REBALANCE_IN_PROGRESS (27), MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id),
-INVALID_SESSION_TIMEOUT (26: a session timeout outside group.min/max.session.timeout.ms).
+group rebalances; the session does not run while the member waits on the coordinator (parked
+in a JoinGroup or a SyncGroup, where it cannot heartbeat: Kafka's ``hasSatisfiedHeartbeat``),
+and the join or sync answer that ends the wait starts it afresh (Kafka's
+``completeAndScheduleNextHeartbeatExpiration``), so a round held open longer than the session,
+by the initial delay for one, expires nobody (librdkafka 0102). Errors are Kafka's:
+UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION (22), REBALANCE_IN_PROGRESS (27),
+MEMBER_ID_REQUIRED (79, KIP-394: JoinGroup v4+ first gets an id), INVALID_SESSION_TIMEOUT
+(26: a session timeout outside group.min/max.session.timeout.ms).
 Each new generation records what its members subscribe to (``Group.subscribed_topics``, read
 from their metadata by ``consumer_protocol``, as Kafka's ``computeSubscribedTopics``), which
 OffsetDelete consults (``offset_delete``).
@@ -342,7 +347,9 @@ class GroupCoordinator:
             {"member_id": m.member_id, "metadata": dict(m.protocols).get(group.protocol_name, b"")}
             for m in group.members.values()
         ]
+        now = asyncio.get_running_loop().time()
         for member in group.members.values():
+            member.last_heartbeat = now  # the answer starts a new session (module docstring)
             answer: Plain = {
                 "error_code": NONE,
                 "generation_id": group.generation_id,
@@ -382,8 +389,10 @@ class GroupCoordinator:
         if member.member_id == group.leader:
             assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
             group.state = GroupState.STABLE
+            now = asyncio.get_running_loop().time()
             for other in group.members.values():
                 other.assignment = assignments.get(other.member_id, b"")
+                other.last_heartbeat = now  # as a join answer, a sync answer starts a session
                 if other.sync is not None and not other.sync.done():
                     other.sync.set_result({"error_code": NONE, "assignment": other.assignment})
                 other.sync = None
@@ -502,11 +511,9 @@ class GroupCoordinator:
             now = loop.time()
             for group in list(self.groups.values()):
                 for member_id, member in list(group.members.items()):
-                    waiting = member.join is not None and not member.join.done()
-                    if (
-                        not waiting
-                        and now - member.last_heartbeat > member.session_timeout_ms / 1000
-                    ):
+                    if _parked(member.join) or _parked(member.sync):
+                        continue  # parked in a JoinGroup or SyncGroup: it cannot heartbeat
+                    if now - member.last_heartbeat > member.session_timeout_ms / 1000:
                         self._remove(group, member_id)
 
     # --- DescribeGroups, ListGroups ------------------------------------------------------------
@@ -574,6 +581,11 @@ class GroupCoordinator:
                 if not states or state.lower() in states
             ],
         }
+
+
+def _parked(call: asyncio.Future[Plain] | None) -> bool:
+    """Whether a member's JoinGroup or SyncGroup is waiting for its answer."""
+    return call is not None and not call.done()
 
 
 def _join_error(code: int, member_id: str) -> Plain:
