@@ -20,13 +20,25 @@ Each new generation records what its members subscribe to (``Group.subscribed_to
 from their metadata by ``consumer_protocol``, as Kafka's ``computeSubscribedTopics``), which
 OffsetDelete consults (``offset_delete``).
 
+What a member may do is Kafka's (``validateCurrentMember``, ``supportsProtocols``): a call
+naming an instance id that belongs to no member is UNKNOWN_MEMBER_ID (a member cannot take an
+instance id by naming it); a JoinGroup offering no protocol that every member supports is
+INCONSISTENT_GROUP_PROTOCOL (23). An id offered with MEMBER_ID_REQUIRED is no member until it
+joins with it (``Group.pending``: no heartbeat, sync or commit; a join round waits for it; it
+expires after the session timeout without a rebalance). A current member joining again with
+unchanged protocols once the round has closed gets the current generation back instead of a
+rebalance (a client that lost its answer), unless it leads a stable group. Members that send
+no SyncGroup within the rebalance timeout of the round's close are removed and the group
+rebalances (``onExpirePendingSync``): a leader that never assigns cannot hold the group.
+
 Static members (KIP-345, JoinGroup v5+): a member joining with a ``group.instance.id`` keeps
 its place across restarts. Rejoining with no member id, it gets a new one in place of the old
 (whose pending calls are answered FENCED_INSTANCE_ID), keeps its assignment, and, in a stable
 group whose protocol it does not change, no rebalance happens: the other members keep their
 partitions. Any call naming an instance id with another member id than the one it now holds
 is FENCED_INSTANCE_ID (82), a zombie of an earlier start. A static member leaves by its
-session timeout or an explicit LeaveGroup v3+ naming its instance id.
+session timeout or an explicit LeaveGroup v3+ naming its instance id; a join round that closes
+without it keeps it (the leader assigns it as if present).
 
 An empty group's first join round is held open (Kafka's ``InitialDelayedJoin``,
 group.initial.rebalance.delay.ms, 3 s by default): it closes once a delay passes with no new
@@ -115,6 +127,13 @@ class Group:
     initial_delay: bool = False  # the first join round of an empty group is held open
     new_member_added: bool = False  # a member joined since the initial delay last ran out
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending: dict[str, float] = field(default_factory=dict)
+    """Member ids handed out with MEMBER_ID_REQUIRED and not yet joined with (KIP-394),
+    each with the loop time its offer expires: not members (no heartbeat, sync or commit),
+    but a join round waits for them, as Kafka's ``pendingMembers``."""
+    awaiting_sync: set[str] = field(default_factory=set)
+    """Members of the current generation that have sent no SyncGroup yet."""
+    sync_deadline: asyncio.TimerHandle | None = None
     subscribed_topics: frozenset[str] | None = None
     """What the members subscribe to, as of the current generation (None: unknown, which
     OffsetDelete counts as every topic of a consumer group: ``consumer_protocol``)."""
@@ -123,6 +142,30 @@ class Group:
         """Whether ``instance_id`` now belongs to another member than ``member_id``."""
         holder = self.static_members.get(instance_id) if instance_id is not None else None
         return holder is not None and holder != member_id
+
+    def check_member(self, member_id: str, instance_id: str | None) -> int:
+        """Whether a call naming ``member_id`` (and ``instance_id``) comes from a current
+        member (Kafka's ``validateCurrentMember``): FENCED_INSTANCE_ID if the instance id
+        belongs to another member, UNKNOWN_MEMBER_ID if it belongs to none (a member cannot
+        take an instance id by naming it) or the member is not here, else NONE."""
+        if instance_id is not None:
+            holder = self.static_members.get(instance_id)
+            if holder is None:
+                return UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return FENCED_INSTANCE_ID
+        return NONE if member_id in self.members else UNKNOWN_MEMBER_ID
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether a member of ``protocol_type`` offering ``protocols`` may join (Kafka's
+        ``supportsProtocols``): into an empty group, any non-empty type and list; into one
+        with members, the same type and a protocol that every member supports."""
+        names = {name for name, _ in protocols}
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        if protocol_type != self.protocol_type:
+            return False
+        return any(all(name in dict(m.protocols) for m in self.members.values()) for name in names)
 
 
 class GroupCoordinator:
@@ -174,28 +217,60 @@ class GroupCoordinator:
             return _join_error(INVALID_SESSION_TIMEOUT, member_id)  # before the group exists
         group = self.groups.setdefault(body["group_id"], Group(body["group_id"]))
         protocols = [(p["name"], p["metadata"]) for p in body["protocols"]]
-        if group.members and body["protocol_type"] != group.protocol_type:
+        if not group.supports(body["protocol_type"], protocols):
             return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
         instance_id = body.get("group_instance_id")
-        if member_id and group.is_fenced(instance_id, member_id):
-            return _join_error(FENCED_INSTANCE_ID, member_id)
-        if member_id and member_id not in group.members:
-            return _join_error(UNKNOWN_MEMBER_ID, member_id)
+        if member_id and instance_id is None and member_id in group.pending:
+            return await self._join_new(group, member_id, None, request, protocols)  # KIP-394
+        if member_id:
+            error = group.check_member(member_id, instance_id)
+            if error:
+                return _join_error(error, member_id)
+            return await self._join_current(group, group.members[member_id], request, protocols)
+        if instance_id is not None and instance_id in group.static_members:
+            return await self._rejoin_static(group, instance_id, request, protocols)
+        member_id = f"{instance_id or request.client_id or 'member'}-{uuid.uuid4()}"
+        if request.api_version >= 4 and instance_id is None:  # KIP-394 (static: KIP-345)
+            expires = asyncio.get_running_loop().time() + session_timeout / 1000
+            group.pending[member_id] = expires
+            return _join_error(MEMBER_ID_REQUIRED, member_id)
+        return await self._join_new(group, member_id, instance_id, request, protocols)
+
+    async def _join_new(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        request: Request,
+        protocols: list[tuple[str, bytes]],
+    ) -> Plain:
+        """A member joining for the first time (a pending id's first join included)."""
         if not group.members:
             if self.activity is not None and not self.activity.hold(group.group_id):
                 return _join_error(COORDINATOR_LOAD_IN_PROGRESS, member_id)  # a tool resets it
-            group.protocol_type = body["protocol_type"]
-        if not member_id and instance_id in group.static_members:
-            return await self._rejoin_static(group, instance_id, request, protocols)
-        if not member_id:
-            member_id = f"{instance_id or request.client_id or 'member'}-{uuid.uuid4()}"
-            if request.api_version >= 4 and instance_id is None:  # KIP-394 (static: KIP-345)
-                self._add_member(group, member_id, request, protocols, awaiting=False)
-                return _join_error(MEMBER_ID_REQUIRED, member_id)
+            group.protocol_type = request.body["protocol_type"]
+        group.pending.pop(member_id, None)
         member = self._add_member(group, member_id, request, protocols, awaiting=True)
         if instance_id is not None:
             member.group_instance_id = instance_id
             group.static_members[instance_id] = member_id
+        return await self._join_round(group, member)
+
+    async def _join_current(
+        self, group: Group, member: Member, request: Request, protocols: list[tuple[str, bytes]]
+    ) -> Plain:
+        """A current member joining again (Kafka's ``doCurrentMemberJoinGroup``): a member
+        whose protocols and metadata are unchanged gets the current generation back, once the
+        join round has closed, without a rebalance (a client that lost its JoinGroup answer
+        asks again), except the leader of a stable group, which rebalances (it may want to
+        assign anew); anything else joins the round, opening one if none is open."""
+        unchanged = member.protocols == protocols
+        if unchanged and (
+            group.state is GroupState.COMPLETING_REBALANCE
+            or (group.state is GroupState.STABLE and member.member_id != group.leader)
+        ):
+            return _join_answer(group, member)
+        member = self._add_member(group, member.member_id, request, protocols, awaiting=True)
         return await self._join_round(group, member)
 
     async def _rejoin_static(
@@ -208,7 +283,11 @@ class GroupCoordinator:
         group; a group completing a rebalance starts another (the leader may have assigned
         the old id), and one preparing a rebalance takes it as a rejoin."""
         old_id = group.static_members[instance_id]
-        old = group.members.pop(old_id)
+        old = group.members.pop(old_id, None)
+        if old is None:  # never so (a mapping names a member), but must not wedge the instance
+            del group.static_members[instance_id]
+            new_id = f"{instance_id}-{uuid.uuid4()}"
+            return await self._join_new(group, new_id, instance_id, request, protocols)
         for future in (old.join, old.sync):
             if future is not None and not future.done():
                 future.set_result({**_join_error(FENCED_INSTANCE_ID, old_id), "assignment": b""})
@@ -278,10 +357,11 @@ class GroupCoordinator:
         empty group's round is held open for the initial delay (``_initial_delay_over``)."""
         was_empty = group.state is GroupState.EMPTY
         group.state = GroupState.PREPARING_REBALANCE
+        _stop_sync_deadline(group)
         for member in group.members.values():
             if member.sync is not None and not member.sync.done():
                 member.sync.set_result({"error_code": REBALANCE_IN_PROGRESS, "assignment": b""})
-        timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        timeout_ms = _rebalance_timeout_ms(group)
         if group.round_deadline is not None:
             group.round_deadline.cancel()
         loop = asyncio.get_running_loop()
@@ -313,12 +393,17 @@ class GroupCoordinator:
         if (
             group.state is GroupState.PREPARING_REBALANCE
             and not group.initial_delay
-            and all(m.join is not None and not m.join.done() for m in group.members.values())
+            and not group.pending
+            and all(_parked(m.join) for m in group.members.values())
         ):
             self._close_round(group)
 
     def _close_round(self, group: Group) -> None:
-        """End the join round: drop members that did not rejoin, start a new generation."""
+        """End the join round: drop the dynamic members that did not rejoin, start a new
+        generation. A static member that did not rejoin keeps its place (KIP-345, Kafka's
+        ``onCompleteJoin``): the leader assigns it as if present, and it is removed only when
+        its session or the SyncGroup deadline runs out; if no member at all rejoined, the
+        round waits another rebalance timeout."""
         if group.state is not GroupState.PREPARING_REBALANCE:
             return
         group.initial_delay = False
@@ -326,47 +411,60 @@ class GroupCoordinator:
             group.round_deadline.cancel()
             group.round_deadline = None
         for member_id, member in list(group.members.items()):
-            if member.join is None or member.join.done():
+            if not _parked(member.join) and member.group_instance_id is None:
                 del group.members[member_id]
-                if member.group_instance_id is not None:
-                    group.static_members.pop(member.group_instance_id, None)
         if not group.members:
             self._empty(group)
             return
+        joined = [m.member_id for m in group.members.values() if _parked(m.join)]
+        loop = asyncio.get_running_loop()
+        if not joined:
+            timeout_s = _rebalance_timeout_ms(group) / 1000
+            group.round_deadline = loop.call_later(timeout_s, self._close_round, group)
+            return
         group.generation_id += 1
         group.state = GroupState.COMPLETING_REBALANCE
-        if group.leader not in group.members:
-            group.leader = next(iter(group.members))
+        if group.leader not in joined:
+            group.leader = joined[0]
         group.protocol_name = _common_protocol(group)
         group.subscribed_topics = subscribed_topics(
             group.protocol_type,
             group.protocol_name,
             [dict(m.protocols).get(group.protocol_name, b"") for m in group.members.values()],
         )
-        everyone = [
-            {"member_id": m.member_id, "metadata": dict(m.protocols).get(group.protocol_name, b"")}
-            for m in group.members.values()
-        ]
-        now = asyncio.get_running_loop().time()
+        now = loop.time()
+        group.awaiting_sync = set(group.members)
+        group.sync_deadline = loop.call_later(
+            _rebalance_timeout_ms(group) / 1000, self._sync_expired, group, group.generation_id
+        )
         for member in group.members.values():
             member.last_heartbeat = now  # the answer starts a new session (module docstring)
-            answer: Plain = {
-                "error_code": NONE,
-                "generation_id": group.generation_id,
-                "protocol_type": group.protocol_type,
-                "protocol_name": group.protocol_name,
-                "leader": group.leader,
-                "member_id": member.member_id,
-                "members": everyone if member.member_id == group.leader else [],
-            }
             if member.join is not None:
-                member.join.set_result(answer)
+                member.join.set_result(_join_answer(group, member))
                 member.join = None
+
+    def _sync_expired(self, group: Group, generation_id: int) -> None:
+        """The rebalance timeout passed since the join round closed: members of that
+        generation that sent no SyncGroup are removed, and the group rebalances (Kafka's
+        ``onExpirePendingSync``): a leader that never assigns, or a member that never asks
+        for its assignment, cannot hold the group."""
+        group.sync_deadline = None
+        if group.generation_id != generation_id or group.state not in (
+            GroupState.COMPLETING_REBALANCE,
+            GroupState.STABLE,
+        ):
+            return
+        late = [member_id for member_id in group.awaiting_sync if member_id in group.members]
+        group.awaiting_sync = set()
+        for member_id in late:
+            if member_id in group.members:
+                self._remove(group, member_id)
 
     def _empty(self, group: Group) -> None:
         if self.activity is not None:
             self.activity.release(group.group_id)
         group.state = GroupState.EMPTY
+        _stop_sync_deadline(group)
         group.leader = None
         group.protocol_name = None
         group.subscribed_topics = subscribed_topics(group.protocol_type, None, [])
@@ -384,7 +482,11 @@ class GroupCoordinator:
         )
         if error or member is None:
             return {"error_code": error or UNKNOWN_MEMBER_ID, "assignment": b""}
+        group.awaiting_sync.discard(member.member_id)
+        if not group.awaiting_sync:
+            _stop_sync_deadline(group)
         if group.state is GroupState.STABLE:
+            member.last_heartbeat = asyncio.get_running_loop().time()
             return {"error_code": NONE, "assignment": member.assignment}
         if member.member_id == group.leader:
             assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
@@ -408,7 +510,7 @@ class GroupCoordinator:
             body["generation_id"],
             body.get("group_instance_id"),
         )
-        if member is not None and error != FENCED_INSTANCE_ID:
+        if member is not None:
             member.last_heartbeat = asyncio.get_running_loop().time()
         return {"error_code": error}
 
@@ -421,13 +523,16 @@ class GroupCoordinator:
             member_id, instance_id = entry["member_id"], entry.get("group_instance_id")
             if group is not None and not member_id and instance_id in group.static_members:
                 member_id = group.static_members[instance_id]  # a static member leaving by name
-            if group is not None and group.is_fenced(instance_id, member_id):
-                code = FENCED_INSTANCE_ID
-            elif group is not None and member_id in group.members:
-                self._remove(group, member_id)
+            if group is None:
+                code = UNKNOWN_MEMBER_ID
+            elif instance_id is None and member_id in group.pending:
+                del group.pending[member_id]  # never joined: nothing to rebalance
+                self._maybe_complete_join(group)
                 code = NONE
             else:
-                code = UNKNOWN_MEMBER_ID
+                code = group.check_member(member_id, instance_id)
+                if code == NONE:
+                    self._remove(group, member_id)
             results.append(
                 {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
             )
@@ -462,8 +567,11 @@ class GroupCoordinator:
         if group is not None and group.is_fenced(instance_id, member_id):
             return FENCED_INSTANCE_ID
         if generation_id >= 0 or member_id:
-            if group is None or member_id not in group.members:
+            if group is None:
                 return UNKNOWN_MEMBER_ID
+            error = group.check_member(member_id, instance_id)
+            if error:
+                return error
             if generation_id != group.generation_id:
                 return ILLEGAL_GENERATION
             if not transactional and group.state is GroupState.COMPLETING_REBALANCE:
@@ -477,11 +585,10 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, generation_id: int, instance_id: str | None = None
     ) -> tuple[Group, Member | None, int]:
         group = self.groups.get(group_id) or Group(group_id)
-        member = group.members.get(member_id)
-        if group.is_fenced(instance_id, member_id):
-            return group, member, FENCED_INSTANCE_ID
-        if member is None:
-            return group, None, UNKNOWN_MEMBER_ID
+        error = group.check_member(member_id, instance_id)
+        if error:
+            return group, None, error
+        member = group.members[member_id]
         if group.state is GroupState.PREPARING_REBALANCE:
             return group, member, REBALANCE_IN_PROGRESS
         if generation_id != group.generation_id:
@@ -490,6 +597,7 @@ class GroupCoordinator:
 
     def _remove(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id)
+        group.awaiting_sync.discard(member_id)
         if member.group_instance_id is not None:
             group.static_members.pop(member.group_instance_id, None)
         for future in (member.join, member.sync):
@@ -510,6 +618,10 @@ class GroupCoordinator:
             await asyncio.sleep(SESSION_CHECK_INTERVAL_S)
             now = loop.time()
             for group in list(self.groups.values()):
+                for member_id, expires in list(group.pending.items()):
+                    if now >= expires:  # offered an id, never joined with it: no rebalance
+                        del group.pending[member_id]
+                        self._maybe_complete_join(group)
                 for member_id, member in list(group.members.items()):
                     if _parked(member.join) or _parked(member.sync):
                         continue  # parked in a JoinGroup or SyncGroup: it cannot heartbeat
@@ -525,7 +637,8 @@ class GroupCoordinator:
         for group_id in request.body["groups"]:
             group = self.groups.get(group_id) or Group(group_id)
             stable = group.state is GroupState.STABLE
-            idle = GroupState.EMPTY.value if group_id in with_offsets else "Dead"
+            known = group_id in with_offsets or group.pending  # an offered id: it exists
+            idle = GroupState.EMPTY.value if known else "Dead"
             described.append(
                 {
                     "error_code": NONE,
@@ -551,14 +664,17 @@ class GroupCoordinator:
         return {"groups": described}
 
     def list_groups(self, request: Request, with_offsets: Collection[str] = ()) -> Plain:
-        """Every group with members, and every group that holds committed offsets
-        (``with_offsets``, the engine's store) though none of its members is here: Kafka lists
-        those Empty groups too, and tools find a group's offsets through them. v4+ gives each
+        """Every group with members or ids offered to joiners, and every group that holds
+        committed offsets (``with_offsets``, the engine's store) though none of its members is
+        here: Kafka lists those Empty groups too, and tools find a group's offsets through
+        them. v4+ gives each
         group's state and keeps those ``states_filter`` names (KIP-518); v5+ its type, always
         ``classic`` here, and keeps those ``types_filter`` names (KIP-848); both filters match
         without regard to case, as Kafka's, and an empty one keeps every group."""
         listed = {
-            g.group_id: (g.protocol_type, g.state.value) for g in self.groups.values() if g.members
+            g.group_id: (g.protocol_type, g.state.value)
+            for g in self.groups.values()
+            if g.members or g.pending  # offered ids only: Empty, as Kafka lists it
         }
         for group_id in with_offsets:
             group = self.groups.get(group_id)
@@ -581,6 +697,39 @@ class GroupCoordinator:
                 if not states or state.lower() in states
             ],
         }
+
+
+def _join_answer(group: Group, member: Member) -> Plain:
+    """The JoinGroup answer of the current generation to ``member``: the leader gets every
+    member's metadata for the protocol chosen (static members with their instance ids)."""
+    everyone = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "metadata": dict(m.protocols).get(group.protocol_name or "", b""),
+        }
+        for m in group.members.values()
+    ]
+    return {
+        "error_code": NONE,
+        "generation_id": group.generation_id,
+        "protocol_type": group.protocol_type,
+        "protocol_name": group.protocol_name,
+        "leader": group.leader,
+        "member_id": member.member_id,
+        "members": everyone if member.member_id == group.leader else [],
+    }
+
+
+def _rebalance_timeout_ms(group: Group) -> int:
+    """The group's rebalance timeout: the longest its members asked for (Kafka's)."""
+    return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+
+
+def _stop_sync_deadline(group: Group) -> None:
+    if group.sync_deadline is not None:
+        group.sync_deadline.cancel()
+        group.sync_deadline = None
 
 
 def _parked(call: asyncio.Future[Plain] | None) -> bool:
