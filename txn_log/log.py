@@ -201,6 +201,14 @@ class Log:
         self.coordinator.maybe_abort_timed_out()
         return self.group_offsets.committed(group_id, partitions)
 
+    def unstable_offsets(self, group_id: str) -> frozenset[TopicPartition]:
+        """The partitions whose offset ``group_id`` has committed in a transaction still open
+        (O-04: not committed yet; KIP-447: a consumer fetching with require_stable retries
+        until it ends). Transactions past their timeout are aborted first, so an abandoned
+        one holds nobody past it."""
+        self.coordinator.maybe_abort_timed_out()
+        return self.group_offsets.unstable(group_id)
+
     # --- housekeeping and closing ----------------------------------------------------------------
 
     def run_housekeeping(self) -> HousekeepingPass:

@@ -13,9 +13,10 @@
   connections run concurrently. Engine calls run on worker threads (``asyncio.to_thread``),
   so a slow fsync or a held partition lock never stalls the event loop; so does the decoding
   of a frame over 64 KiB, so that a large one stalls no other connection.
-- Fetch long-polls: answered once ``min_bytes`` of records are there, or ``max_wait`` has
-  passed, looking at the partitions' ends every ``fetch_poll_interval_ms``; other processes
-  append to the directory without telling us, so looking is the only way to learn of it.
+- Fetch long-polls: answered once ``min_bytes`` of records are there (capped as Kafka caps
+  them, ``fetch``; 0 or no partition: at once), or ``max_wait`` has passed, looking at the
+  partitions' ends every ``fetch_poll_interval_ms``; other processes append to the directory
+  without telling us, so looking is the only way to learn of it.
 - Listeners (``listeners``): one server accepts on a PLAINTEXT and a SASL_PLAINTEXT address,
   as Kafka's ``listeners``; each connection keeps its listener's protocol, and the broker it
   is told of in Metadata is the address it connected to.
@@ -78,7 +79,7 @@ from txn_wire.codec import (
 )
 from txn_wire.connection_auth import ConnectionAuth
 from txn_wire.delete_records import handle_delete_records
-from txn_wire.fetch import end_offsets, read_fetch
+from txn_wire.fetch import end_offsets, fetch_limits, read_fetch
 from txn_wire.group_coordinator import GroupCoordinator
 from txn_wire.group_membership import LoopMembership
 from txn_wire.list_offsets import handle_list_offsets
@@ -145,11 +146,11 @@ async def _fetch(server: WireServer, request: Request, address: Address) -> Plai
     """One read, then more reads until min_bytes, max_wait or shutdown (long poll)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.body.get("max_wait", 0)) / 1000
-    min_bytes = max(1, request.body.get("min_bytes", 1))
+    min_bytes = fetch_limits(request.body)[1]  # 0: answered at once, as Kafka does
     interval = server.broker.config.fetch_poll_interval_ms / 1000
     while True:
         result = await asyncio.to_thread(read_fetch, server.broker, request)
-        if result.size >= min_bytes or result.has_error:
+        if result.size >= min_bytes or result.has_error or not request.body["topics"]:
             return result.body
         ends = await asyncio.to_thread(end_offsets, server.broker, request)
         while True:

@@ -48,6 +48,7 @@ ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 TXN_OFFSET_COMMIT = 28
+UNSTABLE_OFFSET_COMMIT = 88
 
 
 def _code(error: TxnLogError, request: Request) -> int:
@@ -202,9 +203,16 @@ def _known_partitions(
 
 
 def handle_offset_fetch(broker: Broker, request: Request) -> Plain:
+    """The group's committed offsets (O-04). With ``require_stable`` (v7, KIP-447: what
+    read_committed consumers send) a partition whose offset the group has committed in a
+    transaction still open is UNSTABLE_OFFSET_COMMIT (88) with offset -1, which the client
+    retries until the transaction ends: a new owner after a rebalance never starts from the
+    offset before a commit its previous owner is making. The open commits are read first, so
+    an offset returned is one no open transaction was about to replace at that moment."""
     body = request.body
     group_id = body["group_id"]
     try:
+        unstable = broker.log.unstable_offsets(group_id) if body.get("require_stable") else ()
         if body.get("topics") is None:
             committed: dict[TopicPartition, OffsetAndMetadata | None] = dict(
                 broker.log.group_offsets.groups().get(group_id, {})
@@ -218,13 +226,15 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Plain:
         return {"topics": [], "error_code": _code(error, request)}
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, om in sorted(committed.items()):
+        if tp in unstable:
+            om = None
         by_topic.setdefault(tp.topic, []).append(
             {
                 "partition_index": tp.partition,
                 "committed_offset": om.offset if om else -1,
                 "committed_leader_epoch": om.leader_epoch if om else -1,
                 "metadata": om.metadata if om else "",
-                "error_code": 0,
+                "error_code": UNSTABLE_OFFSET_COMMIT if tp in unstable else 0,
             }
         )
     topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]

@@ -252,6 +252,15 @@ class GroupOffsetStore:
             self._catch_up()
             return {tp: self._groups.committed((group_id, tp)) for tp in partitions}
 
+    def unstable(self, group_id: str) -> frozenset[TopicPartition]:
+        """The partitions for which ``group_id`` has a transactional offset commit whose
+        transaction has not ended (its producer's marker not yet in the log): what a
+        consumer asking for stable offsets must wait out (KIP-447's require_stable)."""
+        validate_group_id(group_id)
+        with self._mutex:
+            self._catch_up()
+            return frozenset(self._groups.pending_partitions(group_id))
+
     def groups(self) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
         """Every group with its committed offsets."""
         with self._mutex:
