@@ -6,6 +6,7 @@ Before: a principal allowed only to describe or write created any topic it named
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 from tests.txn_wire.auth_clients import write_acls
@@ -71,3 +72,31 @@ def test_create_on_the_cluster_allows_any_auto_created_topic(tmp_path: Path) -> 
         served.stop()
     with Log.open(log_dir) as log:
         assert log.topics() == ["anything"]
+
+
+def test_a_null_topic_name_under_a_prefixed_rule_is_answered(tmp_path: Path) -> None:
+    """Metadata v10+ may name a topic null (by id): under a prefixed ACL rule it is refused
+    like any topic the principal may not describe, and the connection stays up. Before: the
+    rule's prefix match raised on None and the server closed the connection."""
+    acls = write_acls(tmp_path / "acls.txt", ["User:ANONYMOUS topic ord* Describe allow"])
+    served = start_serve(tmp_path / "log", "--acl-file", str(acls))
+    raw = RawClient(served.port)
+    try:
+        answer = raw.request(
+            METADATA,
+            12,
+            {
+                "topics": [{"name": None, "topic_id": uuid.uuid4()}],
+                "allow_auto_topic_creation": False,
+            },
+        )
+        assert answer["topics"][0]["error_code"] == TOPIC_AUTHORIZATION_FAILED, answer
+        assert (
+            raw.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})[
+                "error_code"
+            ]
+            == 0
+        )  # still connected
+    finally:
+        raw.close()
+        served.stop()
