@@ -47,10 +47,11 @@ def handle_metadata(broker: Broker, request: Request, address: Address) -> Plain
         names = [topic["name"] for topic in asked]
     allow_create = body.get("allow_auto_topic_creation", True)
     access = topic_access(request, Operation.DESCRIBE)
-    internal = set(log.topics(include_internal=True)) - set(log.topics())
+    present = set(log.topics(include_internal=True))  # one listing a request, not one a name
+    internal = present - set(log.topics())
     topics = []
     for name in names:
-        exists = name in log.topics(include_internal=True)
+        exists = name in present
         if not exists:
             try:
                 validate_topic_name(name)

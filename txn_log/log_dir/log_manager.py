@@ -459,6 +459,8 @@ class LogManager:
         try:
             return self._config_watch(topic).current()
         except FileNotFoundError:
+            with self._mutex:  # a name never read keeps no watch (names may be anything)
+                self._config_watches.pop(topic, None)
             self._read_topic(topic, refresh=True)  # raises, naming the topics there are
             raise
 
