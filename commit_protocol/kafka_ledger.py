@@ -213,7 +213,7 @@ class LedgerReader:
                 group_id="txnlog-ledger-reader",  # never joins: partitions are assigned
                 enable_auto_commit=False,
                 isolation_level=isolation_level,
-                enable_partition_eof=False,
+                enable_partition_eof=True,  # the end reached: ``_read``
                 fetch_wait_max_ms=FETCH_WAIT_MAX_MS,  # the ledger's own: no user setting
             )
         )
@@ -398,7 +398,12 @@ class LedgerReader:
         self, consumer: Consumer, low: int, high: int
     ) -> Iterator[tuple[int, bytes, bytes | None]]:
         """``(offset, key, value)`` of the records ``consumer`` delivers in ``[low, high)``,
-        in offset order, until its position >= high."""
+        in offset order, until its position >= high. The end-of-partition event counts as a
+        position too: librdkafka moves the position past control markers but not past the
+        aborted batches a read_committed read skips, so a window ending in one (an aborted
+        ledger record just below a transaction still open, which holds the last stable offset
+        there) never moved the position to ``high``, and every lookup of every sink waited
+        ``timeout_s`` and failed; the event carries the offset the fetch reached."""
         partition = KafkaPartition(self.topic, 0, low)
         consumer.assign([partition])
         deadline = time.monotonic() + self._timeout_s
@@ -411,6 +416,9 @@ class LedgerReader:
                 )
             for message in consumer.consume(500, CONSUME_WAIT_S):
                 error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    position = max(position, message.offset() or 0)
+                    continue
                 if error is not None:
                     raise ConfigError(f"reading ledger topic {self.topic!r}: {error}")
                 offset = message.offset()

@@ -27,6 +27,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from offsets.admission import AdmissionLimit
+from offsets.offset_spec import LATEST
 from offsets.partition_offsets import PartitionOffsets
 from offsets.resolve import resolve
 from txn_log.errors import ConfigError, TxnLogError
@@ -67,7 +68,7 @@ class TxnLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         admission = admission_limit(limit, self.options.admission)
-        return self.planner.latest_offset(_position(start), admission).to_dict()
+        return self.planner.latest_offset(_position(start, start=True), admission).to_dict()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return default_read_limit(self.options.admission)
@@ -80,7 +81,7 @@ class TxnLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner.fix_target()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return self.planner.plan(_position(start), _position(end))
+        return self.planner.plan(_position(start, start=True), _position(end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_any(partition)
@@ -184,8 +185,12 @@ def default_read_limit(configured: AdmissionLimit) -> ReadLimit:
     return ReadAllAvailable()
 
 
-def _position(offsets: dict[str, Any]) -> PartitionOffsets:
-    return PartitionOffsets.from_dict(offsets, what="the offset Spark passed to the source")
+def _position(offsets: dict[str, Any], *, start: bool = False) -> PartitionOffsets:
+    """An offset Spark passed; a batch's start may hold the ``latest`` marker (-1) that
+    ``initialOffset`` gives (``stream_planner``)."""
+    return PartitionOffsets.from_dict(
+        offsets, what="the offset Spark passed to the source", min_value=LATEST if start else 0
+    )
 
 
 def _resolve(

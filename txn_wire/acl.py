@@ -139,9 +139,11 @@ class AclRule:
     def matches_principal(self, principal: str) -> bool:
         return self.principal in ("User:*", principal)
 
-    def matches_name(self, name: str) -> bool:
+    def matches_name(self, name: str | None) -> bool:
         if self.name == "*":
             return True
+        if name is None:  # a null name (Metadata v10+ may send one): only the wildcard's
+            return False
         if self.name.endswith("*"):
             return name.startswith(self.name[:-1])
         return name == self.name

@@ -60,8 +60,9 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from txn_log.errors import InvalidPartitionsError, TopicAlreadyExistsError, TxnLogError
+from txn_log.errors import TopicAlreadyExistsError, TxnLogError
 from txn_log.log_dir.broker_config import topic_key_sources
+from txn_log.log_dir.log_manager import LogManager
 from txn_log.topic_config import TopicConfig, config_value_text, validate_topic_name
 from txn_wire import broker_configs
 from txn_wire.acl import Operation
@@ -123,10 +124,7 @@ def _create(broker: Broker, topic: Plain, duplicate: bool, validate_only: bool) 
                 INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication} is larger than the 1 available broker",
             )
-        if partitions < 1:
-            raise InvalidPartitionsError(
-                f"number of partitions must be at least 1, got {partitions}"
-            )
+        LogManager.validate_partition_count(name, partitions)  # validate_only too
         config = TopicConfig.from_mapping(configs)
         defaults = broker.log.broker_configs.current().topic_defaults(name)
         taken = {key: value for key, (value, _) in defaults.items() if key not in configs}

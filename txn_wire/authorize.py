@@ -120,7 +120,7 @@ def _produce(check: Check) -> Guard:
         ]
         return check.refuse(None if acks_zero else {"responses": refused})
     return topic_rule(
-        check,
+        TopicAccess(_WRITE, check).handed_to(check),  # auto-creation asks for Create
         topics_key="topic_data",
         name_key="name",
         operation=_WRITE,
@@ -182,9 +182,12 @@ def _list_offsets(check: Check) -> Guard:
 
 
 def _metadata(check: Check) -> Guard:
-    """Asked topics without Describe are refused (and never auto-created); a request for all
-    topics lists only those the principal may describe. The authorized operations asked for
+    """Asked topics without Describe are refused (and never auto-created), and a topic that
+    does not exist is auto-created only with Create on the cluster or the topic (else
+    TOPIC_AUTHORIZATION_FAILED, ``metadata``); a request for all topics lists only those the
+    principal may describe. The authorized operations asked for
     are the principal's, for the topics listed (a refused one keeps the field's default)."""
+    check = TopicAccess(_DESCRIBE, check).handed_to(check)  # auto-creation asks for Create
     operations = _authorized_operations(check)
     if check.body.get("topics") is None:
         return Guard(check.request, merge=lambda answer: operations(only_described(check, answer)))

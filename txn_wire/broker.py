@@ -9,6 +9,7 @@ coordinator locks they take. Thread-safe: handlers run on worker threads (the en
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from txn_log import Log, TopicPartition
@@ -90,11 +91,12 @@ class Broker:
             False: log.consumer(IsolationLevel.READ_UNCOMMITTED),
         }
 
-    def ensure_topic(self, topic: str) -> bool:
-        """Whether ``topic`` exists, creating it when auto-creation is on."""
+    def ensure_topic(self, topic: str, may_create: Callable[[str], bool] | None = None) -> bool:
+        """Whether ``topic`` exists, creating it when auto-creation is on and ``may_create``
+        (the principal's Create permission; None: allowed) allows it."""
         if topic in self.log.topics(include_internal=True):
             return True
-        if not self.config.auto_create_topics:
+        if not self.config.auto_create_topics or (may_create is not None and not may_create(topic)):
             return False
         try:
             self.log.create_topic(topic, self.config.default_partitions)
@@ -104,13 +106,15 @@ class Broker:
                 return False
         return True
 
-    def partition_log(self, tp: TopicPartition) -> PartitionLog:
+    def partition_log(
+        self, tp: TopicPartition, may_create: Callable[[str], bool] | None = None
+    ) -> PartitionLog:
         """The partition to append to; UnknownTopicOrPartitionError unless it exists (or was
-        auto-created)."""
+        auto-created, which ``may_create`` must allow: ``ensure_topic``)."""
         try:
             return self.log.partition_log(tp)
         except UnknownTopicOrPartitionError:
-            if not self.config.auto_create_topics or not self.ensure_topic(tp.topic):
+            if not self.config.auto_create_topics or not self.ensure_topic(tp.topic, may_create):
                 raise
         return self.log.partition_log(tp)
 

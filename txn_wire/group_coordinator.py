@@ -627,6 +627,8 @@ class GroupCoordinator:
                         continue  # parked in a JoinGroup or SyncGroup: it cannot heartbeat
                     if now - member.last_heartbeat > member.session_timeout_ms / 1000:
                         self._remove(group, member_id)
+                if _forgettable(group):
+                    del self.groups[group.group_id]  # a name any JoinGroup can make: not kept
 
     # --- DescribeGroups, ListGroups ------------------------------------------------------------
 
@@ -730,6 +732,18 @@ def _stop_sync_deadline(group: Group) -> None:
     if group.sync_deadline is not None:
         group.sync_deadline.cancel()
         group.sync_deadline = None
+
+
+def _forgettable(group: Group) -> bool:
+    """Whether ``group`` holds nothing worth keeping: no member, no offered id, no round.
+    Its generation need not survive (a member id of an earlier generation is a random one no
+    later member gets), and its offsets are the engine's, not this object's."""
+    return (
+        group.state is GroupState.EMPTY
+        and not group.members
+        and not group.pending
+        and group.round_deadline is None
+    )
 
 
 def _parked(call: asyncio.Future[Plain] | None) -> bool:

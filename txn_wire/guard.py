@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from txn_wire.acl import Authorizer, Operation, ResourceType
+from txn_wire.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from txn_wire.codec import Plain, Request
 
 TOPIC_AUTHORIZATION_FAILED = 29
@@ -82,6 +82,25 @@ class TopicAccess:
 
     def allows(self, name: str) -> bool:
         return self.check is None or self.check.allows(ResourceType.TOPIC, name, self.operation)
+
+    def creates(self, name: str) -> bool:
+        """Whether the principal may have ``name`` auto-created: Create on the cluster or on
+        the topic, as Kafka's ``handleTopicMetadataRequest`` asks before auto-creating."""
+        return self.check is None or any(
+            self.check.allows(resource, resource_name, Operation.CREATE)
+            for resource, resource_name in (
+                (ResourceType.CLUSTER, CLUSTER_NAME),
+                (ResourceType.TOPIC, name),
+            )
+        )
+
+    def handed_to(self, check: Check) -> Check:
+        """``check`` with this access in its request's body, for the handler
+        (``topic_access``)."""
+        body = {**check.body, TOPIC_ACCESS: self}
+        return Check(
+            check.authorizer, check.principal, dataclasses.replace(check.request, body=body)
+        )
 
 
 def topic_access(request: Request, operation: Operation) -> TopicAccess:

@@ -28,9 +28,10 @@ from typing import Any
 from txn_log import TopicPartition
 from txn_log.errors import InvalidTopicError, TxnLogError
 from txn_log.topic_config import validate_topic_name
-from txn_wire.acl import SUPPORTED_OPERATIONS, ResourceType, operations_bit_field
+from txn_wire.acl import SUPPORTED_OPERATIONS, Operation, ResourceType, operations_bit_field
 from txn_wire.broker import BROKER_ID, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, Broker
 from txn_wire.codec import Plain, Request
+from txn_wire.guard import TOPIC_AUTHORIZATION_FAILED, topic_access
 
 CLUSTER_ID = "txnlog"
 Address = tuple[str, int]
@@ -45,16 +46,21 @@ def handle_metadata(broker: Broker, request: Request, address: Address) -> Plain
     else:
         names = [topic["name"] for topic in asked]
     allow_create = body.get("allow_auto_topic_creation", True)
-    internal = set(log.topics(include_internal=True)) - set(log.topics())
+    access = topic_access(request, Operation.DESCRIBE)
+    present = set(log.topics(include_internal=True))  # one listing a request, not one a name
+    internal = present - set(log.topics())
     topics = []
     for name in names:
-        exists = name in log.topics(include_internal=True)
+        exists = name in present
         if not exists:
             try:
                 validate_topic_name(name)
             except InvalidTopicError:
                 topics.append({"error_code": INVALID_TOPIC_EXCEPTION, "name": name})
                 continue
+            if allow_create and broker.config.auto_create_topics and not access.creates(name):
+                topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name})
+                continue  # Kafka's: auto-creation needs Create on the cluster or the topic
             exists = allow_create and broker.ensure_topic(name)
         if not exists:
             topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name})

@@ -39,8 +39,10 @@ from txn_log.record.batch_header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchAtt
 from txn_log.storage.group_sync import flush_all
 from txn_log.storage.log_validator import validate_client_batch
 from txn_log.storage.partition_log import PartitionLog
+from txn_wire.acl import Operation
 from txn_wire.broker import Broker, error_code, topic_partition
 from txn_wire.codec import Plain, Request
+from txn_wire.guard import topic_access
 
 PRODUCE = 0
 _LENGTH_AT_8 = struct.Struct(">i")  # a batch's length field follows its 8-byte base offset
@@ -143,7 +145,7 @@ def _produce_partition(
     records: bytes | None = data["records"]
     try:
         tp = topic_partition(topic, data["index"])
-        plog = broker.partition_log(tp)
+        plog = broker.partition_log(tp, topic_access(request, Operation.WRITE).creates)
         batches = split_batches(records or b"")  # at least one batch, or it raises
         if len(batches) > 1:  # all of a partition's batches are valid, or none is appended
             for batch in batches:

@@ -31,9 +31,10 @@ from typing import Any
 
 from txn_log import TopicPartition
 from txn_log.coordinator.transactional_append import txn_offset_commit
-from txn_log.errors import TxnLogError
+from txn_log.errors import ConfigError, TxnLogError
 from txn_log.group.group_membership import GroupMember, GroupMembership
 from txn_log.group.group_offsets import OFFSETS_PARTITION, OffsetAndMetadata
+from txn_log.group.group_offsets_format import validate_offset
 from txn_wire.broker import (
     OPERATION_NOT_ATTEMPTED,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -49,6 +50,7 @@ ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 TXN_OFFSET_COMMIT = 28
 UNSTABLE_OFFSET_COMMIT = 88
+INVALID_REQUEST = 42
 
 
 def _code(error: TxnLogError, request: Request) -> int:
@@ -146,7 +148,7 @@ def handle_txn_offset_commit(
         body.get("group_instance_id"),
     )
     transaction = (body["transactional_id"], body["producer_id"], body["producer_epoch"])
-    known, unknown = _known_partitions(broker, body["topics"])
+    known, refused = _known_partitions(broker, body["topics"])
     code = 0
     try:
         if known:
@@ -162,44 +164,65 @@ def handle_txn_offset_commit(
             )
     except TxnLogError as error:
         code = _code(error, request)
-    return {"topics": _partition_codes(known, code) + unknown}
+    return {"topics": _partition_codes(known, code) + refused}
 
 
 def handle_offset_commit(broker: Broker, request: Request) -> Plain:
     body = request.body
-    known, unknown = _known_partitions(broker, body["topics"])
+    known, refused = _known_partitions(broker, body["topics"])
     code = 0
     try:
         if known:
             broker.log.group_offsets.commit(body["group_id"], _offsets(known))
     except TxnLogError as error:
         code = _code(error, request)
-    return {"topics": _partition_codes(known, code) + unknown}
+    return {"topics": _partition_codes(known, code) + refused}
 
 
 def _known_partitions(
     broker: Broker, topics: list[dict[str, Any]]
 ) -> tuple[list[Plain], list[Plain]]:
-    """The request's topics narrowed to the partitions that exist, and the answers of those
-    that do not: UNKNOWN_TOPIC_OR_PARTITION each, as Kafka's ``handleOffsetCommitRequest``
-    and ``handleTxnOffsetCommitRequest`` answer a partition their metadata does not hold
+    """The request's topics narrowed to the partitions that exist and whose offsets are valid,
+    and the answers of the others (``_offset_refusal``): UNKNOWN_TOPIC_OR_PARTITION for a
+    partition that does not exist, as Kafka's ``handleOffsetCommitRequest`` and
+    ``handleTxnOffsetCommitRequest`` answer a partition their metadata does not hold
     (committing the others); an offset for a partition that does not exist is never stored."""
     known: list[Plain] = []
-    unknown: list[Plain] = []
+    refused: list[Plain] = []
     for topic in topics:
         try:
             count = len(broker.log.partitions(topic["name"]))
         except TxnLogError:  # no such topic (or deleted this moment by a peer), or a bad name
             count = 0
-        here = [p for p in topic["partitions"] if 0 <= p["partition_index"] < count]
-        missing = [p for p in topic["partitions"] if not 0 <= p["partition_index"] < count]
+        here: list[Plain] = []
+        codes: dict[int, list[Plain]] = {}
+        for asked in topic["partitions"]:
+            code = _offset_refusal(topic["name"], asked, count)
+            if code:
+                codes.setdefault(code, []).append(asked)
+            else:
+                here.append(asked)
         if here:
             known.append({**topic, "partitions": here})
-        if missing:
-            unknown += _partition_codes(
-                [{"name": topic["name"], "partitions": missing}], UNKNOWN_TOPIC_OR_PARTITION
-            )
-    return known, unknown
+        for code, partitions in codes.items():
+            refused += _partition_codes([{"name": topic["name"], "partitions": partitions}], code)
+    return known, refused
+
+
+def _offset_refusal(topic: str, asked: Plain, partition_count: int) -> int:
+    """Why one partition's offset cannot be committed, or 0: UNKNOWN_TOPIC_OR_PARTITION for a
+    partition that does not exist, else the engine's own check of the offset
+    (``validate_offset``): OFFSET_METADATA_TOO_LARGE (12), INVALID_REQUEST for an offset or
+    leader epoch out of range. Each partition is answered alone and the others are committed,
+    as Kafka's ``OffsetMetadataManager`` does (one bad partition failed the whole commit)."""
+    index = asked["partition_index"]
+    if not 0 <= index < partition_count:
+        return UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        validate_offset(TopicPartition(topic, index), _offset_and_metadata(asked))
+    except ConfigError as error:
+        return error.code if error.code is not None else INVALID_REQUEST
+    return 0
 
 
 def handle_offset_fetch(broker: Broker, request: Request) -> Plain:
@@ -243,14 +266,18 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Plain:
 
 def _offsets(topics: list[dict[str, Any]]) -> dict[TopicPartition, OffsetAndMetadata]:
     return {
-        TopicPartition(t["name"], p["partition_index"]): OffsetAndMetadata(
-            p["committed_offset"],
-            p.get("committed_metadata") or "",
-            p.get("committed_leader_epoch", -1),
-        )
+        TopicPartition(t["name"], p["partition_index"]): _offset_and_metadata(p)
         for t in topics
         for p in t["partitions"]
     }
+
+
+def _offset_and_metadata(asked: Plain) -> OffsetAndMetadata:
+    return OffsetAndMetadata(
+        asked["committed_offset"],
+        asked.get("committed_metadata") or "",
+        asked.get("committed_leader_epoch", -1),
+    )
 
 
 def _partition_codes(topics: list[dict[str, Any]], code: int) -> list[dict[str, Any]]:

@@ -291,3 +291,34 @@ def test_a_task_killed_inside_its_transaction_blocks_no_other_sink(
     assert retry.stdout.split() == ["committed"], retry.stderr
     assert committed_values(served, out_topic(backend)) == [b"a"]
     assert committed_values(served, b_topic) == [b"b0", b"b1", b"b2"]
+
+
+def test_a_lookup_ends_at_an_aborted_ledger_record_below_an_open_transaction(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    """Sink A's task is SIGKILLed with its ledger record sent, then sink Z's (another output
+    topic) likewise: Z's open transaction holds the ledger's last stable offset just past A's
+    record. A's retry fences A's attempt (its record is aborted, the ABORT marker lands after
+    Z's record) and looks its key up in the window up to that offset, which ends in the
+    aborted record: the lookup must end there and the retry commit A's rows once. Before:
+    librdkafka does not move a read_committed consumer's position past an aborted batch it
+    skips, the position never reached the window's end, and the retry (every lookup of every
+    sink on the ledger) waited timeout_s and failed."""
+    killed = run_task_process(served, backend, "a", crash="kafka_task.before_commit", sink="A")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    z_topic = out_topic(backend) + "-z"
+    backend.create_topic(z_topic, 1)
+    env = {**os.environ, "TXNLOG_CRASH_POINT": "kafka_task.before_commit"}
+    args = ["--sink=Z", served.bootstrap, backend.ledger_topic, z_topic, "0", "0", "z"]
+    z = subprocess.run(
+        [sys.executable, "-m", "tests.commit_protocol.kafka_task_process", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert z.returncode == -signal.SIGKILL, z.stderr
+    retry = run_task_process(served, backend, "a", sink="A")
+    assert retry.stdout.split() == ["committed"], retry.stderr
+    assert committed_values(served, out_topic(backend)) == [b"a"]

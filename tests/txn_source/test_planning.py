@@ -329,3 +329,39 @@ def test_a_topic_recreated_while_its_tasks_are_planned_is_data_loss_not_new_reco
         assert view.recreated
     with pytest.raises(OffsetOutOfRangeError, match="re-created"):
         values([t for t in tasks if t.start < t.end])  # type: ignore[attr-defined]
+
+
+def test_batch_zero_from_latest_plans_the_same_when_a_restart_runs_it_again(log: Log) -> None:
+    """Spark keeps no initial offset of a Python source: a driver killed before batch 0
+    commits calls initialOffset again at the restart, and plans batch 0 from there to the end
+    its checkpoint kept. With startingOffsets latest the start is the marker -1, taken as the
+    batch's own end: batch 0 is the same (empty) in both runs, and every record after it is
+    read once, in batch 1. Before: the restart's start, resolved again, lay past batch 0's end
+    (records had arrived meanwhile): 'the offset went back', on every restart."""
+    commit(log, "a", [b"before"])  # before the query: not read
+    first = planner(log.path, startingOffsets="latest")
+    start = first.initial_offsets()
+    commit(log, "a", [b"during"])
+    end = first.latest_offset(start, AdmissionLimit(max_rows=1))
+    planned = values(first.plan(start, end))
+    # the driver dies here; more records arrive, and a partition too; the query restarts
+    commit(log, "a", [b"after"])
+    log.create_partitions("t", 3)
+    second = planner(log.path, startingOffsets="latest")
+    again = second.initial_offsets()
+    assert values(second.plan(again, end)) == planned == []
+    final = second.latest_offset(end, AdmissionLimit())
+    assert values(second.plan(end, final)) == [b"after"]
+    assert end[T0] == 4  # batch 0 ended where the log ended when it was planned
+
+
+def test_json_offsets_keep_a_latest_partition_as_the_marker(log: Log) -> None:
+    """JSON startingOffsets mixing -1 and an offset: -1 stays the marker (settled at each
+    plan), the other partition starts at its offset."""
+    commit(log, "a", [b"p0"], partition=0)
+    commit(log, "a", [b"p1-a", b"p1-b"], partition=1)
+    plan = planner(log.path, startingOffsets='{"t":{"0":-1,"1":0}}')
+    start = plan.initial_offsets()
+    assert start.as_dict() == {T0: -1, T1: 0}
+    end = plan.latest_offset(start, AdmissionLimit())
+    assert values(plan.plan(start, end)) == [b"p1-a", b"p1-b"]

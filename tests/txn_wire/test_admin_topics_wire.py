@@ -90,6 +90,11 @@ def test_validate_only_creates_nothing(server: ServeProcess, log_dir: Path) -> N
     assert create(client, NewTopic("maybe!", 2), validate_only=True) == {
         "maybe!": KafkaError.TOPIC_EXCEPTION
     }
+    # what the real create would refuse, validate_only refuses too (it answered 0 for these)
+    assert create(client, NewTopic("huge", 20_000), validate_only=True) == {
+        "huge": KafkaError.INVALID_PARTITIONS
+    }
+    assert create(client, NewTopic("huge", 20_000)) == {"huge": KafkaError.INVALID_PARTITIONS}
     with Log.open(log_dir) as log:
         assert log.topics() == ["orders"]
 

@@ -5,6 +5,7 @@ as its docstring says."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -26,6 +27,8 @@ from tests.txn_wire.group_calls import (
 )
 from tests.txn_wire.wire_clients import RawClient
 from txn_log.group.group_activity import GroupActivity
+from txn_wire.codec import Request
+from txn_wire.group_coordinator import GroupCoordinator
 
 ROUNDROBIN = [{"name": "roundrobin", "metadata": b""}]
 
@@ -263,3 +266,37 @@ def test_a_static_member_that_misses_a_round_keeps_its_place(tmp_path: Path) -> 
         for raw in (raw_a, raw_b, raw_c):
             raw.close()
         served.stop()
+
+
+def test_groups_left_with_nothing_are_forgotten() -> None:
+    """Every JoinGroup names a group, and any client can name millions: a group left with no
+    member, no offered id and no round is dropped from the coordinator's memory at the next
+    session check (its offsets are the engine's), so names cost nothing once their offers
+    expire. In process, on the coordinator itself: memory is not visible on the wire. Before:
+    every group ever named stayed in memory for the server's life."""
+
+    async def scenario() -> tuple[int, int]:
+        coordinator = GroupCoordinator(min_session_timeout_ms=100)
+        coordinator.start()
+        try:
+            for i in range(500):  # offered ids only (MEMBER_ID_REQUIRED), never joined with
+                body = {
+                    "group_id": f"spam-{i}",
+                    "session_timeout": 200,
+                    "rebalance_timeout": 200,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "protocol_type": "consumer",
+                    "protocols": RANGE,
+                }
+                answer = await coordinator.join_group(Request(11, 5, i, "spam", body))
+                assert answer["error_code"] == MEMBER_ID_REQUIRED
+            offered = len(coordinator.groups)
+            await asyncio.sleep(0.6)  # past the offers' 200 ms sessions, and a check or more
+            return offered, len(coordinator.groups)
+        finally:
+            coordinator.stop()
+
+    offered, left = asyncio.run(scenario())
+    assert offered == 500
+    assert left == 0

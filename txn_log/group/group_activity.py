@@ -95,6 +95,14 @@ class GroupActivity:
         for fd in held.values():
             os.close(fd)
 
+    def has_lock_files(self, group_id: str) -> bool:
+        """Whether a process ever held members of ``group_id`` or a tool edited it here (its
+        lock files exist; they are never deleted). Creates nothing."""
+        return (
+            lock_path(self._path, group_id).exists()
+            or lock_path(self._path, group_id, EDIT_SUFFIX).exists()
+        )
+
     def is_active(self, group_id: str) -> bool:
         """Whether some process holds members of ``group_id`` now (a probe: the answer may
         change at once; use ``inactive`` to act on it). Creates nothing."""

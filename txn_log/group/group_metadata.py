@@ -68,6 +68,9 @@ class GroupMetadata:
     def __init__(self) -> None:
         self._offsets: dict[GroupPartition, CommitRecordMetadataAndOffset] = {}
         self._pending: dict[int, dict[GroupPartition, CommitRecordMetadataAndOffset]] = {}
+        self._partitions_by_group: dict[str, set[TopicPartition]] = {}
+        """The partitions of each group's materialized records (deletions included): a
+        group's lookups cost its own partitions, not every group's."""
 
     def on_offset_commit(
         self, key: GroupPartition, commit: CommitRecordMetadataAndOffset, producer_id: int | None
@@ -90,6 +93,7 @@ class GroupMetadata:
         current = self._offsets.get(key)
         if current is None or current.older_than(record):
             self._offsets[key] = record
+            self._partitions_by_group.setdefault(key[0], set()).add(key[1])
 
     def committed(self, key: GroupPartition) -> OffsetAndMetadata | None:
         """The materialized offset of ``(group, partition)``; None if none or deleted."""
@@ -118,6 +122,24 @@ class GroupMetadata:
                 for key, record in sorted(self._pending[producer_id].items())
             ]
         return entries
+
+    def group_partitions(self, group_id: str) -> set[TopicPartition]:
+        """The partitions for which ``group_id`` has an offset, committed (not deleted) or
+        pending: empty for a group that does not exist."""
+        committed = {
+            tp
+            for tp in self._partitions_by_group.get(group_id, ())
+            if self._offsets[(group_id, tp)].committed is not None
+        }
+        return committed | self.pending_partitions(group_id)
+
+    def group_ids(self) -> list[str]:
+        """Every group with a committed (not deleted) offset, sorted."""
+        return sorted(
+            group
+            for group, partitions in self._partitions_by_group.items()
+            if any(self._offsets[(group, tp)].committed is not None for tp in partitions)
+        )
 
     def pending_partitions(self, group_id: str) -> set[TopicPartition]:
         """The partitions for which ``group_id`` has a transactional offset commit waiting for

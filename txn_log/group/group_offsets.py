@@ -183,6 +183,7 @@ class GroupOffsetStore:
         appended for its partition, and being later in the log it wins over the pending
         record when the transaction's COMMIT marker materializes that."""
         validate_group_id(group_id)
+        self._check_exists(group_id)
         with self.activity.inactive(group_id):
             return self._delete_committed(group_id, None, must_exist=True)
 
@@ -209,8 +210,29 @@ class GroupOffsetStore:
         asked = set(partitions)
         if live:
             return self._delete_committed(group_id, asked, must_exist=False)
+        self._check_exists(group_id)
         with self.activity.inactive(group_id):
             return self._delete_committed(group_id, asked, must_exist=True)
+
+    def _check_exists(self, group_id: str) -> None:
+        """GroupIdNotFoundError, before any lock file is made, for a group that has no offset
+        and never had members or a tool here: naming groups that do not exist makes no files
+        (a hostile DeleteGroups of a million names must not leave a million lock files). A
+        group that a commit creates after this check was deleted 'before' it, as in Kafka."""
+        if self.activity.has_lock_files(group_id):
+            return  # known here: ``inactive`` decides (members: GroupNotEmptyError)
+        with self._mutex:
+            self._catch_up()
+            if not self._groups.group_partitions(group_id):
+                raise self._not_found(group_id)
+
+    def _not_found(self, group_id: str) -> GroupIdNotFoundError:
+        """Call with ``_mutex`` held."""
+        names = self._groups.group_ids()
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        return GroupIdNotFoundError(
+            f"group {group_id!r} has no committed offsets; groups: {shown or '(none)'}"
+        )
 
     def _delete_committed(
         self, group_id: str, asked: set[TopicPartition] | None, *, must_exist: bool
@@ -219,15 +241,9 @@ class GroupOffsetStore:
         of them), as Kafka's ``deleteOffsets`` / ``deleteAllOffsets`` write them."""
         with self._mutex:
             self._catch_up()
-            every = self._groups.all_committed()
-            held = {tp for (group, tp) in every if group == group_id}
-            held |= self._groups.pending_partitions(group_id)
-        if must_exist and not held:
-            names = sorted({group for group, _ in every})
-            raise GroupIdNotFoundError(
-                f"group {group_id!r} has no committed offsets; groups: "
-                f"{', '.join(names) or '(none)'}"
-            )
+            held = self._groups.group_partitions(group_id)
+            if must_exist and not held:
+                raise self._not_found(group_id)
         deleted = sorted(held if asked is None else asked & held)
         if deleted:
             self._append_tombstones(group_id, deleted)

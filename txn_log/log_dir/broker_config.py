@@ -33,6 +33,7 @@ was replaced. Thread-safe: a lock per store around its held file.
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -167,7 +168,7 @@ def _check(resource: str, ops: Sequence[AlterConfigOp], *, replace: bool) -> Non
     """What Kafka's broker refuses before it looks at a value (``DynamicBrokerConfig.
     validateConfigs`` and ``ConfigAdminManager.prepareIncrementalConfigs``)."""
     names = [op.key for op in ops]
-    twice = sorted({name for name in names if names.count(name) > 1})
+    twice = sorted(name for name, count in collections.Counter(names).items() if count > 1)
     if twice:
         raise InvalidConfigError(f"Error due to duplicate config keys: {_shown(twice)}")
     unknown = [name for name in names if name not in KEYS]

@@ -284,7 +284,7 @@ class LogManager:
         self._check_writable(f"create_topic({name!r})")
         if name in INTERNAL_TOPICS and not internal:
             raise InvalidTopicError(f"topic name {name!r} is reserved for txnlog's internal use")
-        self._validate_partition_count(name, partitions)
+        self.validate_partition_count(name, partitions)
         topic_config = TopicConfig.from_mapping(config)
         with self._lock:
             meta_path = self._meta_path(name)
@@ -353,7 +353,7 @@ class LogManager:
                 f"topic {name!r} currently has {current} partition(s); {total} would not be "
                 f"an increase"
             )
-        cls._validate_partition_count(name, total)
+        cls.validate_partition_count(name, total)
 
     def delete_topic(self, name: str, guard: DeletionGuard, *, topic_id: str | None = None) -> int:
         """Delete a topic and all its data, holding ``guard(name)`` meanwhile; returns the
@@ -429,7 +429,9 @@ class LogManager:
             raise ConfigError(f"{operation} on a log opened read-only (for inspection)")
 
     @staticmethod
-    def _validate_partition_count(name: str, partitions: int) -> None:
+    def validate_partition_count(name: str, partitions: int) -> None:
+        """InvalidPartitionsError unless ``partitions`` is an int from 1 to
+        ``MAX_PARTITIONS`` (a topic's partitions; CreateTopics' validate_only asks too)."""
         if (
             not isinstance(partitions, int)
             or isinstance(partitions, bool)
@@ -457,6 +459,8 @@ class LogManager:
         try:
             return self._config_watch(topic).current()
         except FileNotFoundError:
+            with self._mutex:  # a name never read keeps no watch (names may be anything)
+                self._config_watches.pop(topic, None)
             self._read_topic(topic, refresh=True)  # raises, naming the topics there are
             raise
 

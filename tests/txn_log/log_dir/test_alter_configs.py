@@ -239,3 +239,20 @@ def test_flush_keys_are_kafkas_longs_validated_and_kept(log: Log) -> None:
     assert directory_bytes(log.path, content_only=True) == before
     log.create_topic("made", 1, {"flush.ms": "0", "flush.messages": "1"})
     assert log.topic_config("made").flush_ms == 0
+
+
+def test_asking_configs_of_topics_that_do_not_exist_keeps_nothing(tmp_path: Path) -> None:
+    """DescribeConfigs (and ``topic_config``) of names that are no topic: each is
+    UnknownTopicOrPartitionError, and none stays in the log's cache of config watches (any
+    client may ask for any name; before, every name asked stayed in memory for good). A topic
+    created after its name was asked is then seen."""
+    with Log.open(tmp_path / "log") as log:
+        log.create_topic("t", 1)
+        log.topic_config("t")
+        cached = len(log.log_manager._config_watches)
+        for i in range(500):
+            with pytest.raises(UnknownTopicOrPartitionError):
+                log.topic_config(f"nowhere-{i}")
+        assert len(log.log_manager._config_watches) == cached
+        log.create_topic("nowhere-7", 1)
+        assert log.topic_config("nowhere-7") == log.topic_config("t")
