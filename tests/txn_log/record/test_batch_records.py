@@ -49,15 +49,13 @@ def outcome(walk, data: bytes, count: int):  # type: ignore[no-untyped-def]
         pytest.fail(f"{type(error).__name__}: {error}")
 
 
-@settings(max_examples=400, deadline=None)
-@given(records, st.data())
-def test_both_walks_agree_on_any_records_section(
-    shapes: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
-    data: st.DataObject,
+def assert_walks_agree(
+    data: st.DataObject, batch: bytearray, count: int, *, mutations: int = 2
 ) -> None:
-    batch = bytearray(encode_records([(k, v, NOW, tuple(h)) for k, v, h in shapes], now_ms=NOW))
-    count = len(shapes)
-    for _ in range(data.draw(st.integers(0, 3))):  # mutate a few bytes of the records
+    """Mutate up to ``mutations`` bytes of ``batch``'s records and sometimes miscount them by
+    one; the record-by-record walk and the all-at-once one must then give the same outcome
+    (F-18). A count below one is no section to walk."""
+    for _ in range(data.draw(st.integers(0, mutations))):
         at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
         batch[at] = data.draw(st.integers(0, 255))
     count += data.draw(st.sampled_from([0, 0, 0, -1, 1]))  # sometimes a wrong count
@@ -65,8 +63,17 @@ def test_both_walks_agree_on_any_records_section(
         return
     section = bytes(batch)
     by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
-    at_once = outcome(numpy_walk, section, count)
-    assert by_record == at_once
+    assert outcome(numpy_walk, section, count) == by_record
+
+
+@settings(max_examples=400, deadline=None)
+@given(records, st.data())
+def test_both_walks_agree_on_any_records_section(
+    shapes: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    data: st.DataObject,
+) -> None:
+    batch = bytearray(encode_records([(k, v, NOW, tuple(h)) for k, v, h in shapes], now_ms=NOW))
+    assert_walks_agree(data, batch, len(shapes), mutations=3)
 
 
 @settings(max_examples=300, deadline=None)
@@ -91,13 +98,7 @@ def test_records_of_one_size_found_at_once_agree_with_the_walk(
             shapes[grow] = (key, b"v" * (value_size + 1), ())
             shapes[shrink] = (key, b"v" * (value_size - 1), ())
     batch = bytearray(encode_records([(k, v, NOW, h) for k, v, h in shapes], now_ms=NOW))
-    for _ in range(data.draw(st.integers(0, 2))):
-        at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
-        batch[at] = data.draw(st.integers(0, 255))
-    count += data.draw(st.sampled_from([0, 0, 0, -1, 1]))
-    section = bytes(batch)
-    by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
-    assert outcome(numpy_walk, section, count) == by_record
+    assert_walks_agree(data, batch, count)
 
 
 @settings(max_examples=300, deadline=None)
@@ -120,15 +121,7 @@ def test_records_in_runs_of_one_size_found_at_once_agree_with_the_walk(
     if data.draw(st.booleans()):  # timestamps spread over seconds: 1- to 3-byte deltas
         shapes = [(value, NOW + index * 37) for index, (value, _) in enumerate(shapes)]
     batch = bytearray(encode_records([(None, v, t, ()) for v, t in shapes], now_ms=NOW))
-    for _ in range(data.draw(st.integers(0, 2))):
-        at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
-        batch[at] = data.draw(st.integers(0, 255))
-    count = len(shapes) + data.draw(st.sampled_from([0, 0, 0, -1, 1]))
-    if count < 1:
-        return
-    section = bytes(batch)
-    by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
-    assert outcome(numpy_walk, section, count) == by_record
+    assert_walks_agree(data, batch, len(shapes))
 
 
 @settings(max_examples=200, deadline=None)
@@ -152,13 +145,7 @@ def test_runs_around_three_byte_offset_deltas_agree_with_the_walk(
         shapes[data.draw(st.integers(0, count - 1))] = (key, b"v" * (value_size - 1))
     stamped = [(k, v, NOW + i * step_ms, ()) for i, (k, v) in enumerate(shapes)]
     batch = bytearray(encode_records(stamped, now_ms=NOW))
-    for _ in range(data.draw(st.integers(0, 2))):
-        at = data.draw(st.integers(HEADER_SIZE, len(batch) - 1))
-        batch[at] = data.draw(st.integers(0, 255))
-    count += data.draw(st.sampled_from([0, 0, 0, -1, 1]))
-    section = bytes(batch)
-    by_record = outcome(lambda d, c: _walk_records(d, HEADER_SIZE, len(d), c), section, count)
-    assert outcome(numpy_walk, section, count) == by_record
+    assert_walks_agree(data, batch, count)
 
 
 def test_a_batch_of_one_shape_is_found_without_the_record_loop(
