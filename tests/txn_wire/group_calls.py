@@ -3,8 +3,12 @@ the group coordinator's tests: what a client would send, including what no clien
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from demo.served import ServeProcess
 from tests.txn_wire.serve_process import start_serve
@@ -19,6 +23,7 @@ REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 RANGE = [{"name": "range", "metadata": b"r"}]
+T = TypeVar("T")
 
 
 def serve_groups(tmp_path: Path, delay_ms: int = 0) -> ServeProcess:
@@ -111,3 +116,52 @@ def member_ids(raw: RawClient, group: str = "g") -> set[str]:
     """The members DescribeGroups reports."""
     described = raw.request(DESCRIBE_GROUPS, 4, {"groups": [group]})["groups"][0]
     return {m["member_id"] for m in described["members"]}
+
+
+def in_background(call: Callable[[], T]) -> Future[T]:
+    """``call`` on a thread of its own: a request that waits on the coordinator (a JoinGroup
+    in an open round, a follower's SyncGroup) while the test goes on."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as error:  # the test's result() raises it
+            future.set_exception(error)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
+def join_round(
+    raw_member: RawClient,
+    member: dict[str, Any],
+    instance: str | None,
+    raw_new: RawClient,
+    new_instance: str | None,
+    **options: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A new member joins (``raw_new``, opening a round) and the current ``member`` (its last
+    JoinGroup answer) joins that round again: both answers, each without error."""
+    joining = in_background(lambda: join(raw_new, new_instance, **options))
+    time.sleep(0.3)  # the new member's join opened the round
+    again = join(raw_member, instance, member["member_id"], **options)
+    new = joining.result(30)
+    assert again["error_code"] == NONE == new["error_code"], (again, new)
+    return again, new
+
+
+def join_pair(
+    raw_a: RawClient,
+    a_instance: str | None,
+    raw_b: RawClient,
+    b_instance: str | None,
+    **options: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``a`` joins group ``g`` alone, then ``b``, and ``a`` joins the round ``b`` opened: their
+    answers of that round, ``a`` the leader."""
+    first = join(raw_a, a_instance, **options)
+    assert first["error_code"] == NONE, first
+    a, b = join_round(raw_a, first, a_instance, raw_b, b_instance, **options)
+    assert a["leader"] == a["member_id"], a
+    return a, b

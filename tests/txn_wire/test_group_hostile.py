@@ -6,7 +6,6 @@ as its docstring says."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,10 @@ from tests.txn_wire.group_calls import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
     heartbeat,
+    in_background,
     join,
+    join_pair,
+    join_round,
     leave,
     member_ids,
     serve_groups,
@@ -36,20 +38,10 @@ ROUNDROBIN = [{"name": "roundrobin", "metadata": b""}]
 def _stable_pair(port: int) -> tuple[RawClient, dict[str, Any], RawClient, dict[str, Any]]:
     """Static members ``a`` (the leader) and ``b`` of group ``g``, synced: a stable group."""
     raw_a, raw_b = RawClient(port), RawClient(port)
-    first = join(raw_a, "a")
-    answers: dict[str, dict[str, Any]] = {}
-    joining = threading.Thread(target=lambda: answers.__setitem__("b", join(raw_b, "b")))
-    joining.start()
-    time.sleep(0.3)  # b's join opened a round; a joins it again
-    a = join(raw_a, "a", first["member_id"])
-    joining.join(30)
-    b = answers["b"]
-    assert a["error_code"] == NONE == b["error_code"] and a["leader"] == a["member_id"], (a, b)
-    syncing = threading.Thread(target=lambda: answers.__setitem__("sync b", sync(raw_b, b, "b")))
-    syncing.start()
+    a, b = join_pair(raw_a, "a", raw_b, "b")
+    syncing = in_background(lambda: sync(raw_b, b, "b"))
     assert sync(raw_a, a, "a")["error_code"] == NONE
-    syncing.join(30)
-    assert answers["sync b"]["error_code"] == NONE
+    assert syncing.result(30)["error_code"] == NONE
     return raw_a, a, raw_b, b
 
 
@@ -113,27 +105,16 @@ def test_a_leader_that_never_assigns_is_removed_after_the_rebalance_timeout(
     served = serve_groups(tmp_path)
     raw_a, raw_b = RawClient(served.port), RawClient(served.port)
     try:
-        first = join(raw_a, "a", rebalance_ms=1_000)
-        answers: dict[str, dict[str, Any]] = {}
-        joining = threading.Thread(
-            target=lambda: answers.__setitem__("b", join(raw_b, "b", rebalance_ms=1_000))
-        )
-        joining.start()
-        time.sleep(0.3)
-        a = join(raw_a, "a", first["member_id"], rebalance_ms=1_000)
-        joining.join(30)
-        b = answers["b"]
-        assert a["leader"] == a["member_id"] and b["error_code"] == NONE, (a, b)
-        syncing = threading.Thread(target=lambda: answers.__setitem__("sync", sync(raw_b, b, "b")))
-        syncing.start()
+        a, b = join_pair(raw_a, "a", raw_b, "b", rebalance_ms=1_000)
+        syncing = in_background(lambda: sync(raw_b, b, "b"))
         deadline = time.monotonic() + 30
         codes = []
-        while syncing.is_alive() and time.monotonic() < deadline:
+        while not syncing.done() and time.monotonic() < deadline:
             codes.append(heartbeat(raw_a, a, "a"))
             time.sleep(0.2)
-        syncing.join(1)
-        assert not syncing.is_alive(), "the follower's SyncGroup was never answered"
-        assert answers["sync"]["error_code"] == REBALANCE_IN_PROGRESS, answers["sync"]
+        assert syncing.done(), "the follower's SyncGroup was never answered"
+        synced = syncing.result()
+        assert synced["error_code"] == REBALANCE_IN_PROGRESS, synced
         assert codes[0] == NONE
         assert heartbeat(raw_a, a, "a") == UNKNOWN_MEMBER_ID
         assert a["member_id"] not in member_ids(raw_a)
@@ -206,18 +187,17 @@ def test_a_member_asking_again_with_the_same_metadata_gets_the_current_generatio
         assert again["error_code"] == NONE, again
         assert again["generation_id"] == b["generation_id"], (again, b)
         assert heartbeat(raw_a, a, "a") == NONE
-        changed = threading.Thread(
-            target=lambda: join(
+        changed = in_background(  # new metadata: a rebalance, as in Kafka
+            lambda: join(
                 raw_b, "b", b["member_id"], protocols=[{"name": "range", "metadata": b"new"}]
             )
         )
-        changed.start()  # new metadata: a rebalance, as in Kafka
         deadline = time.monotonic() + 10
         while heartbeat(raw_a, a, "a") == NONE and time.monotonic() < deadline:
             time.sleep(0.1)
         assert heartbeat(raw_a, a, "a") == REBALANCE_IN_PROGRESS
         join(raw_a, "a", a["member_id"])
-        changed.join(10)
+        changed.result(10)
     finally:
         raw_a.close()
         raw_b.close()
@@ -232,28 +212,11 @@ def test_a_static_member_that_misses_a_round_keeps_its_place(tmp_path: Path) -> 
     served = serve_groups(tmp_path)
     raw_a, raw_b, raw_c = RawClient(served.port), RawClient(served.port), RawClient(served.port)
     try:
-        first = join(raw_a, "a", rebalance_ms=1_000)
-        answers: dict[str, dict[str, Any]] = {}
-        joining = threading.Thread(
-            target=lambda: answers.__setitem__("b", join(raw_b, "b", rebalance_ms=1_000))
-        )
-        joining.start()
-        time.sleep(0.3)
-        a = join(raw_a, "a", first["member_id"], rebalance_ms=1_000)
-        joining.join(30)
-        b = answers["b"]
+        a, b = join_pair(raw_a, "a", raw_b, "b", rebalance_ms=1_000)
         assert sync(raw_a, a, "a")["error_code"] == NONE
         assert sync(raw_b, b, "b")["error_code"] == NONE
         # c joins: a round opens; b rejoins it, a stays silent
-        joining = threading.Thread(
-            target=lambda: answers.__setitem__("c", join(raw_c, "c", rebalance_ms=1_000))
-        )
-        joining.start()
-        time.sleep(0.3)
-        b2 = join(raw_b, "b", b["member_id"], rebalance_ms=1_000)
-        joining.join(30)
-        c = answers["c"]
-        assert b2["error_code"] == NONE == c["error_code"], (b2, c)
+        b2, c = join_round(raw_b, b, "b", raw_c, "c", rebalance_ms=1_000)
         leader = b2 if b2["members"] else c
         assert {m["member_id"] for m in leader["members"]} == {
             a["member_id"],

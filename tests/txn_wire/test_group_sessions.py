@@ -14,12 +14,18 @@ Each test drives the wire by hand, with session timeouts short enough to be outl
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from tests.txn_wire.group_calls import NONE, heartbeat, join, serve_groups, sync
+from tests.txn_wire.group_calls import (
+    NONE,
+    heartbeat,
+    in_background,
+    join,
+    join_pair,
+    serve_groups,
+    sync,
+)
 from tests.txn_wire.wire_clients import RawClient
 
 SESSION_MS = 1_000
@@ -61,35 +67,18 @@ def test_a_member_waiting_in_sync_group_is_not_expired(tmp_path: Path) -> None:
     served = serve_groups(tmp_path)
     leader_raw, follower_raw = RawClient(served.port), RawClient(served.port)
     try:
-        leader = join(leader_raw, "leader", session_ms=SESSION_MS)
-        assert leader["error_code"] == NONE, leader
-        joined: dict[str, dict[str, Any]] = {}
-        # the second member's join opens a new round: the first joins it again
-        follower_join = threading.Thread(
-            target=lambda: joined.__setitem__(
-                "follower", join(follower_raw, "follower", session_ms=SESSION_MS)
-            )
+        rejoin, follower = join_pair(
+            leader_raw, "leader", follower_raw, "follower", session_ms=SESSION_MS
         )
-        follower_join.start()
-        time.sleep(0.3)
-        rejoin = join(leader_raw, "leader", leader["member_id"], session_ms=SESSION_MS)
-        follower_join.join(10)
-        follower = joined["follower"]
-        assert rejoin["error_code"] == NONE == follower["error_code"], (rejoin, follower)
-        assert rejoin["leader"] == rejoin["member_id"], rejoin
-        synced: dict[str, dict[str, Any]] = {}
-        follower_sync = threading.Thread(
-            target=lambda: synced.__setitem__("follower", sync(follower_raw, follower, "follower"))
-        )
-        follower_sync.start()
+        follower_sync = in_background(lambda: sync(follower_raw, follower, "follower"))
         for _ in range(4):  # the leader: two sessions of heartbeats before it assigns
             time.sleep(HALF_SESSION_S)
             assert heartbeat(leader_raw, rejoin, "leader") == NONE
-        assert follower_sync.is_alive()  # still parked in SyncGroup
+        assert not follower_sync.done()  # still parked in SyncGroup
         assert sync(leader_raw, rejoin, "leader")["error_code"] == NONE
-        follower_sync.join(10)
-        assert synced["follower"]["error_code"] == NONE, synced
-        assert synced["follower"]["assignment"] == b"A"
+        synced = follower_sync.result(10)
+        assert synced["error_code"] == NONE, synced
+        assert synced["assignment"] == b"A"
         time.sleep(HALF_SESSION_S)
         assert heartbeat(follower_raw, follower, "follower") == NONE
         assert heartbeat(leader_raw, rejoin, "leader") == NONE
