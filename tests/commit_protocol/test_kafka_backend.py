@@ -155,11 +155,13 @@ def run_task_process(
     *values: str,
     crash: str | None = None,
     sink: str | None = None,
+    topic: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLOG_CRASH")}
     if crash is not None:
         env["TXNLOG_CRASH_POINT"] = crash
-    args = [served.bootstrap, backend.ledger_topic, out_topic(backend), "0", "0", *values]
+    output = topic if topic is not None else out_topic(backend)
+    args = [served.bootstrap, backend.ledger_topic, output, "0", "0", *values]
     if sink is not None:
         args.insert(0, f"--sink={sink}")
     return subprocess.run(
@@ -308,15 +310,8 @@ def test_a_lookup_ends_at_an_aborted_ledger_record_below_an_open_transaction(
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     z_topic = out_topic(backend) + "-z"
     backend.create_topic(z_topic, 1)
-    env = {**os.environ, "TXNLOG_CRASH_POINT": "kafka_task.before_commit"}
-    args = ["--sink=Z", served.bootstrap, backend.ledger_topic, z_topic, "0", "0", "z"]
-    z = subprocess.run(
-        [sys.executable, "-m", "tests.commit_protocol.kafka_task_process", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    z = run_task_process(
+        served, backend, "z", crash="kafka_task.before_commit", sink="Z", topic=z_topic
     )
     assert z.returncode == -signal.SIGKILL, z.stderr
     retry = run_task_process(served, backend, "a", sink="A")
