@@ -50,6 +50,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from commit_protocol import client_cache
 from commit_protocol.backend import TaskCommitBackend, TaskTransaction
 from commit_protocol.kafka_cluster import (
     ClusterSettings,
@@ -72,7 +73,8 @@ from txn_log.topic_partition import TopicPartition
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's default max.message.bytes
-_BACKENDS: dict[tuple[ClusterSettings, str], KafkaBackend] = {}
+_BACKENDS: dict[tuple[ClusterSettings, str], tuple[KafkaBackend, float]] = {}
+"""``open``'s backends, each with the ``time.monotonic()`` it was last opened."""
 _BACKENDS_LOCK = threading.Lock()
 
 
@@ -104,13 +106,14 @@ class KafkaBackend(TaskCommitBackend):
     @classmethod
     def open(cls, cluster: ClusterSettings, *, ledger_topic: str = LEDGER_TOPIC) -> KafkaBackend:
         """The backend of ``cluster`` (cached per process: one admin client and one ledger
-        reader however many tasks a reused Python worker runs)."""
+        reader however many tasks a reused Python worker runs; forgotten once not opened for
+        ``TXNLOG_KAFKA_CLIENT_CACHE_TIMEOUT_S``, ``commit_protocol.client_cache``)."""
+        client_cache.register(_forget_unused)
+        key = (cluster, ledger_topic)
         with _BACKENDS_LOCK:
-            backend = _BACKENDS.get((cluster, ledger_topic))
-            if backend is None:
-                backend = _BACKENDS[(cluster, ledger_topic)] = cls(
-                    cluster, ledger_topic=ledger_topic
-                )
+            cached = _BACKENDS.get(key)
+            backend = cls(cluster, ledger_topic=ledger_topic) if cached is None else cached[0]
+            _BACKENDS[key] = (backend, time.monotonic())
             return backend
 
     @classmethod
@@ -119,7 +122,7 @@ class KafkaBackend(TaskCommitBackend):
         clients stop (librdkafka's threads go with the garbage-collected clients): for a
         process that outlives the clusters it wrote to, such as a test run."""
         with _BACKENDS_LOCK:
-            backends = list(_BACKENDS.values())
+            backends = [backend for backend, _ in _BACKENDS.values()]
             _BACKENDS.clear()
         for backend in backends:
             backend.close()
@@ -372,3 +375,13 @@ class KafkaBackend(TaskCommitBackend):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _forget_unused(cutoff: float) -> bool:
+    """Forget the backends last opened before ``cutoff``: not closed, since a running task may
+    still hold one; its clients stop when the last holder lets go of it."""
+    with _BACKENDS_LOCK:
+        unused = [key for key, (_, opened) in _BACKENDS.items() if opened < cutoff]
+        for key in unused:
+            del _BACKENDS[key]
+    return bool(unused)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from commit_protocol.client_cache import ENV_TIMEOUT
 from demo.spark_session import local_session
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -24,6 +25,12 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 # micro-batches 40 s -> 34 s. Tests only; inherited by the drivers the tests spawn
 # (spark-submit reads SPARK_SUBMIT_OPTS).
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# The session's Python workers outlive each test's `txnlog serve`: the Kafka clients they keep
+# for later tasks must end soon after (commit_protocol.client_cache), or they reconnect to the
+# dead port for the rest of the run, and once the JVM opened a new worker's socket on that very
+# port ("Python worker failed to connect back": the stale client's ApiVersions request failed
+# the worker's handshake). Unused for 2 s is gone 3 s later at most.
+os.environ.setdefault(ENV_TIMEOUT, "2")
 
 
 # local[2,3]: two cores like local[2], and up to 3 attempts per task so that task-retry tests

@@ -12,18 +12,22 @@ A read task's consumer is assigned (never subscribed: no group, no commits) and 
 a later task could see: it is handed back only after the task read its whole range and
 ``unassign`` succeeded (librdkafka then drops whatever it had fetched for the partition), and
 closed otherwise (an error, or a reader that stopped early). At most ``MAX_IDLE`` consumers
-wait per key. Thread-safe.
+wait per key. What stays unused for ``TXNLOG_KAFKA_CLIENT_CACHE_TIMEOUT_S`` goes
+(``commit_protocol.client_cache``): an idle consumer is closed, an AdminClient forgotten.
+Thread-safe.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from commit_protocol import client_cache
 from datasource_options.location import KafkaCluster
 from txn_log.consumer.read_committed import IsolationLevel
 from txn_source.kafka_view import admin_client, consumer_config
@@ -37,8 +41,10 @@ MAX_IDLE = 4
 time, so one is the usual number."""
 
 _Key = tuple[KafkaCluster, IsolationLevel]
-_idle: dict[_Key, list[Any]] = {}
-_admins: dict[KafkaCluster, AdminClient] = {}
+_idle: dict[_Key, list[tuple[Any, float]]] = {}
+"""Idle consumers per key, each with the ``time.monotonic()`` it was given back."""
+_admins: dict[KafkaCluster, tuple[AdminClient, float]] = {}
+"""Each cluster's AdminClient, with the ``time.monotonic()`` a task last asked for it."""
 _lock = threading.Lock()
 
 
@@ -48,7 +54,7 @@ def take_consumer(cluster: KafkaCluster, isolation_level: IsolationLevel) -> Any
     with _lock:
         idle = _idle.get((cluster, isolation_level))
         if idle:
-            return idle.pop()
+            return idle.pop()[0]
     return Consumer(read_consumer_config(cluster, isolation_level))
 
 
@@ -71,28 +77,51 @@ def give_back(cluster: KafkaCluster, isolation_level: IsolationLevel, consumer: 
         with contextlib.suppress(KafkaException, RuntimeError):
             consumer.close()
         return
+    client_cache.register(_sweep)
     with _lock:
         idle = _idle.setdefault((cluster, isolation_level), [])
         if len(idle) < MAX_IDLE:
-            idle.append(consumer)
+            idle.append((consumer, time.monotonic()))
             return
     consumer.close()
 
 
 def admin_for(cluster: KafkaCluster) -> AdminClient:
     """The process's AdminClient of ``cluster`` (``kafka_view.admin_client``)."""
+    client_cache.register(_sweep)
     with _lock:
-        admin = _admins.get(cluster)
-        if admin is None:
-            admin = _admins[cluster] = admin_client(cluster)
+        cached = _admins.get(cluster)
+        admin = admin_client(cluster) if cached is None else cached[0]
+        _admins[cluster] = (admin, time.monotonic())
         return admin
+
+
+def _sweep(cutoff: float) -> bool:
+    """Close the idle consumers given back before ``cutoff`` and forget the AdminClients last
+    asked for before it (a running task may still hold one: it stops when the task lets go)."""
+    closing = []
+    with _lock:
+        for key, idle in list(_idle.items()):
+            closing += [consumer for consumer, since in idle if since < cutoff]
+            kept = [(consumer, since) for consumer, since in idle if since >= cutoff]
+            if kept:
+                _idle[key] = kept
+            else:
+                del _idle[key]
+        unused = [cluster for cluster, (_, used) in _admins.items() if used < cutoff]
+        for cluster in unused:
+            del _admins[cluster]
+    for consumer in closing:
+        with contextlib.suppress(KafkaException, RuntimeError):
+            consumer.close()
+    return bool(unused)
 
 
 def close_idle() -> None:
     """Close every idle consumer and drop the AdminClients: for a process that outlives the
     clusters it read (a test run)."""
     with _lock:
-        consumers = [c for idle in _idle.values() for c in idle]
+        consumers = [c for idle in _idle.values() for c, _ in idle]
         _idle.clear()
         _admins.clear()
     for consumer in consumers:

@@ -133,11 +133,13 @@ def test_a_worker_reuses_its_consumer_and_no_task_sees_another_tasks_records(
         producer.commit_transaction()
     kafka_clients.close_idle()
     assert read(task(served, gapped, 0, 3)) == at([0, 1, 2], A)  # 7, 8, ... fetched beyond
-    (reused,) = kafka_clients._idle[(cluster_of(served), IsolationLevel.READ_COMMITTED)]
+    ((reused, _),) = kafka_clients._idle[(cluster_of(served), IsolationLevel.READ_COMMITTED)]
     assert read(task(served, other, 1, 3, partition=1)) == at([1, 2], [b"p1-1", b"p1-2"])
     assert read(task(served, other, 2, 4)) == at([2, 3], [b"p0-2", b"p0-3"])
     assert read(task(served, gapped, 5, 9)) == at([7, 8], B)
-    assert kafka_clients._idle[(cluster_of(served), IsolationLevel.READ_COMMITTED)] == [reused]
+    assert [
+        c for c, _ in kafka_clients._idle[(cluster_of(served), IsolationLevel.READ_COMMITTED)]
+    ] == [reused]
     stopped = read_kafka_partition(task(served, other, 0, 5, partition=1))
     next(stopped)
     stopped.close()  # Spark stopped reading (a limit): the consumer is not handed back
