@@ -125,6 +125,9 @@ class LogBackend(Protocol):
 
     def last_committed_batch(self, sink_id: str) -> int | None: ...
 
+    def last_batch(self, sink_id: str) -> LedgerEntry | None:
+        """The ledger's entry of the last committed batch of ``sink_id`` (None: none yet)."""
+
     def ledgers(self) -> tuple[LedgerEntry, ...]:
         """The last committed batch of every sink the ledger knows, sorted by sink id."""
 

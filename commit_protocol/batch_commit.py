@@ -163,6 +163,34 @@ class SinkCommitProtocol:
 
     # --- driver side ---------------------------------------------------------------------------
 
+    def check_prefix(self) -> None:
+        """Raise ConfigError if the ledger's last batch of this sink committed task
+        transactions of another prefix (the sink restarted under a changed
+        ``transactional.id.prefix``). Each task fences its earlier attempts by its own
+        transactional id only (C-24): an attempt of the unfinished batch left open under the
+        old prefix would be fenced by nobody, and could still commit beside the re-run's output
+        where tasks commit themselves (the Kafka backend), or hold the last stable offset until
+        its timeout (the embedded one). A sink the ledger does not know, or whose last batch
+        committed no task transaction, passes: nothing shows which prefix its tasks used."""
+        entry = self.backend.last_batch(self.sink.sink_id)
+        if entry is None:
+            return
+        prefix = self.sink.prefix
+        foreign = [tid for tid in entry.transactions if not is_task_transactional_id(prefix, tid)]
+        if not foreign:
+            return
+        old = sorted({tid.rpartition(TASK_SEPARATOR)[0] for tid in foreign})
+        raise ConfigError(
+            f"transactional.id.prefix {prefix!r} is not the prefix sink {self.sink.sink_id!r} "
+            f"committed under: its batch {entry.batch_id} committed the task transactions "
+            f"{', '.join(repr(t) for t in sorted(foreign)[:3])}"
+            f"{' ...' if len(foreign) > 3 else ''} (prefix {' / '.join(map(repr, old))}). A "
+            "task fences its earlier attempts by its own transactional id only, so an attempt "
+            "left open under the old prefix could still commit beside this run's output: set "
+            f"transactional.id.prefix back to {old[0]!r} (or unset it if that is the default "
+            "txnlog-<query id>), or start the query from a new checkpoint"
+        )
+
     def commit(
         self, batch_id: int, messages: Sequence[TaskCommit | None], offsets: Offsets = ()
     ) -> bool:

@@ -183,18 +183,12 @@ class EmbeddedBackend(AtomicCommitBackend):
         entry = self.log.coordinator.ledger_entry(ledger_key(sink_id))
         return None if entry is None else entry.sequence
 
+    def last_batch(self, sink_id: str) -> LedgerEntry | None:
+        entry = self.log.coordinator.ledger_entry(ledger_key(sink_id))
+        return None if entry is None else _ledger_entry(entry)
+
     def ledgers(self) -> tuple[LedgerEntry, ...]:
-        return tuple(
-            LedgerEntry(
-                entry.ledger_key,
-                entry.sequence,
-                tuple(t.transactional_id for t in entry.transactions),
-                entry.group_id,
-                entry.offsets,
-                entry.timestamp_ms,
-            )
-            for entry in self.log.coordinator.ledgers()
-        )
+        return tuple(_ledger_entry(entry) for entry in self.log.coordinator.ledgers())
 
     def commit_batch(
         self,
@@ -224,3 +218,16 @@ class EmbeddedBackend(AtomicCommitBackend):
     ) -> dict[TopicPartition, int | None]:
         committed = self.log.committed(group_id, partitions)
         return {tp: None if om is None else om.offset for tp, om in committed.items()}
+
+
+def _ledger_entry(entry: Any) -> LedgerEntry:
+    """The coordinator's ledger entry (``txn_log``'s own record type, which this package does
+    not import: tests/test_layering.py) as the backends report it."""
+    return LedgerEntry(
+        entry.ledger_key,
+        entry.sequence,
+        tuple(t.transactional_id for t in entry.transactions),
+        entry.group_id,
+        entry.offsets,
+        entry.timestamp_ms,
+    )

@@ -259,19 +259,13 @@ class KafkaBackend(TaskCommitBackend):
         record = self._batch_record(sink_id)
         return None if record is None else record.batch_id
 
+    def last_batch(self, sink_id: str) -> LedgerEntry | None:
+        record = self._batch_record(sink_id)
+        return None if record is None else _ledger_entry(record)
+
     def ledgers(self) -> tuple[LedgerEntry, ...]:
         batches = [r for r in self._reader().all_newest().values() if r.task_id is None]
-        return tuple(
-            LedgerEntry(
-                r.sink_id,
-                r.batch_id,
-                r.transactions,
-                r.group_id,
-                r.offsets,
-                r.timestamp_ms,
-            )
-            for r in sorted(batches, key=lambda r: r.sink_id)
-        )
+        return tuple(_ledger_entry(r) for r in sorted(batches, key=lambda r: r.sink_id))
 
     def record_batch(
         self,
@@ -371,6 +365,18 @@ class KafkaBackend(TaskCommitBackend):
             TopicPartition(p.topic, p.partition): (p.offset if p.offset >= 0 else None)
             for p in answer
         }
+
+
+def _ledger_entry(record: LedgerRecord) -> LedgerEntry:
+    """A batch's ledger record as the backends report it."""
+    return LedgerEntry(
+        record.sink_id,
+        record.batch_id,
+        record.transactions,
+        record.group_id,
+        record.offsets,
+        record.timestamp_ms,
+    )
 
 
 def _now_ms() -> int:

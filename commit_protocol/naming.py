@@ -17,7 +17,9 @@
 
 The prefix only names transactions; the ledger is keyed by the sink id. A query restarted with
 a new checkpoint but the same explicit prefix therefore starts a fresh ledger (its batch ids
-restart at 0) while its tasks still fence every zombie of the old run. Pure functions.
+restart at 0) while its tasks still fence every zombie of the old run. The other way round, a
+checkpoint's query may not change its prefix once a batch committed
+(``SinkCommitProtocol.check_prefix``). Pure functions.
 """
 
 from __future__ import annotations

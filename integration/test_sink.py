@@ -186,6 +186,24 @@ def test_a_second_commit_of_a_batch_changes_nothing(sources: Any, ws: Workspace)
     assert sorted(ws.records()) == expected(80)
 
 
+def test_a_restart_under_another_prefix_is_refused_before_any_task_writes(
+    sources: Any, ws: Workspace
+) -> None:
+    """A task fences its zombies by its own transactional id only (C-24), so the checkpoint's
+    query may not change ``transactional.id.prefix`` once a batch committed under the old
+    one: the next batch fails on the driver, naming the option and both prefixes, before a
+    task writes; back under the old prefix the query goes on, each row once."""
+    ws.set_available(40)
+    run_stream(sources, ws)
+    ws.set_available(80)
+    with pytest.raises(Exception, match=r"transactional\.id\.prefix 'renamed' is not the prefix"):
+        run_stream(sources, ws, transactional_id_prefix="renamed")
+    assert len(ws.records("read_uncommitted")) == 40
+    assert Log.open(ws.log).coordinator.open_transactions("") == []
+    run_stream(sources, ws)
+    assert sorted(ws.records()) == expected(80)
+
+
 def test_abort_leaves_nothing_visible(sources: Any, ws: Workspace) -> None:
     """Task 1 always fails (a row names partition 99): Spark aborts the batch."""
     ws.set_available(40)

@@ -36,6 +36,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from commit_protocol.backend import LogBackend
 from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
 from commit_protocol.kafka_cluster import check_reachable
 from commit_protocol.messages import TaskCommit
@@ -87,7 +88,9 @@ class TaskInfo:
         )
 
 
-def _prepare(options: dict[str, str] | Any, schema: Any) -> tuple[SinkOptions, InputColumns]:
+def _prepare(
+    options: dict[str, str] | Any, schema: Any
+) -> tuple[SinkOptions, InputColumns, LogBackend]:
     """Driver-side validation: options, input schema, the log and the topic option."""
     parsed = SinkOptions.parse(options)
     columns = validate_input_schema(schema, parsed.topic)
@@ -96,7 +99,7 @@ def _prepare(options: dict[str, str] | Any, schema: Any) -> tuple[SinkOptions, I
     backend = open_backend(parsed)
     if parsed.topic is not None:
         ensure_topic(backend, parsed, parsed.topic)
-    return parsed, columns
+    return parsed, columns, backend
 
 
 def _commits(messages: Sequence[TxnLogCommitMessage | None]) -> list[TaskCommit | None]:
@@ -108,9 +111,11 @@ class TxnLogStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, options: Any, schema: Any, overwrite: bool) -> None:
         # complete mode re-appends the whole result each batch, as Spark's Kafka sink does
-        self._options, self._columns = _prepare(options, schema)
+        self._options, self._columns, backend = _prepare(options, schema)
         location = self._options.checkpoint_location
         self._query_id = read_query_id(location) if location else None
+        if self._query_id is not None:  # before any task of the batch runs
+            SinkCommitProtocol(backend, self._sink(self._query_id)).check_prefix()
 
     def write(self, iterator: Iterator[Any]) -> TxnLogCommitMessage:
         task = TaskInfo.current()
@@ -179,11 +184,11 @@ class TxnLogBatchWriter(DataSourceArrowWriter):
                 "a txnlog topic is append-only: save mode 'overwrite' is not supported; use "
                 "mode('append')"
             )
-        self._options, self._columns = _prepare(options, schema)
+        self._options, self._columns, backend = _prepare(options, schema)
         write_id = uuid.uuid4().hex
         # a fresh sink: nothing of it lies before the ledger's end now (a Kafka ledger is
         # then searched from there only, however long it grew)
-        since = open_backend(self._options).ledger_end()
+        since = backend.ledger_end()
         self._sink = self._options.identity(batch_sink_id(write_id), write_id, since)
 
     def write(self, iterator: Iterator[Any]) -> TxnLogCommitMessage:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -375,6 +375,37 @@ def test_commit_aborts_zombies_of_the_prefix_only(harness: Harness) -> None:
         assert harness.open_transactions() == ["sink-1-0"]
     else:
         assert harness.open_transactions() == ["sink-1-0"]
+    assert harness.read_values(harness.topic) == [b"a"]
+
+
+def test_a_changed_prefix_is_refused_once_a_batch_committed_under_the_old_one(
+    harness: Harness,
+) -> None:
+    """A task fences its zombies by its own transactional id only (C-24): after a restart under
+    another ``transactional.id.prefix``, an attempt of the unfinished batch left open under the
+    old prefix is fenced by nobody, and in Kafka mode it may still commit beside the re-run's
+    output (a duplicate); embedded, it holds the LSO until its timeout. So a sink whose ledger
+    names task transactions of another prefix refuses to start, naming both prefixes and what
+    to do; the same prefix, and a sink the ledger does not know yet, pass."""
+    protocol = SinkCommitProtocol(harness.backend, SINK)
+    protocol.check_prefix()  # nothing committed yet: any prefix
+    assert protocol.commit(0, [run_task(harness, protocol, 0, 0, {0: ["a"]})])
+    protocol.check_prefix()
+    renamed = SinkCommitProtocol(harness.backend, replace(SINK, prefix="sink-renamed"))
+    with pytest.raises(ConfigError) as refused:
+        renamed.check_prefix()
+    said = str(refused.value)
+    assert "transactional.id.prefix" in said
+    assert "'sink-renamed'" in said and "'sink'" in said
+    assert SINK.sink_id in said and "batch 0" in said
+    assert "new checkpoint" in said
+    # a prefix that merely starts like the old one is another prefix ("sink-1" is no task of
+    # "sink"), and the other way round
+    for other in ("sin", "sink-0", "sink-1"):
+        with pytest.raises(ConfigError):
+            SinkCommitProtocol(harness.backend, replace(SINK, prefix=other)).check_prefix()
+    stranger = SinkCommitProtocol(harness.backend, SinkIdentity("spark-query-q2", "any", None))
+    stranger.check_prefix()
     assert harness.read_values(harness.topic) == [b"a"]
 
 
