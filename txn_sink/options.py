@@ -15,6 +15,7 @@
                                 checkpoint), ``txnlog-<write id>`` for a ``df.write``
     transaction.timeout.ms      1 .. 900000 (the coordinator's maximum; the default): a task's
                                 transaction lives from its first write to the driver's commit
+                                (Kafka mode: to the end of its task, which commits it)
     group.id                    group under which the consumed source offsets are committed
                                 (default ``txnlog-<query id>``)
     compression.type            none (default), gzip, snappy, lz4, zstd
