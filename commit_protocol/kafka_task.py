@@ -24,8 +24,9 @@ Not thread-safe: one task, one thread.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -74,6 +75,8 @@ class KafkaTaskTransaction:
         self._sent_bytes = 0
         self._peak = 0
         self._done = False
+        self._began = time.monotonic()
+        self._timeout_ms: int | None = None
 
     @classmethod
     def begin(
@@ -92,6 +95,8 @@ class KafkaTaskTransaction:
         except KafkaException as error:
             raise client_error(error, f"starting transaction {transactional_id!r}") from None
         transaction._producer = producer
+        timeout = config.get("transaction.timeout.ms")
+        transaction._timeout_ms = None if timeout is None else int(timeout)
         return transaction
 
     @property
@@ -127,8 +132,10 @@ class KafkaTaskTransaction:
         callback: keyword arguments cost more than the call itself, 1.1 against 0.4 us a row),
         keywords only for the timestamps and headers of a batch that has such columns. Rows
         keep their order; a full queue is waited out and the row sent again. (A callback set
-        once on the producer instead, ``on_delivery`` in its config, is no faster and fails
-        with a SystemError when a fenced producer reports its failed records.)"""
+        once on the producer instead, ``on_delivery`` in its config, is no faster. Either way,
+        a fenced producer that reports its failed records raises confluent-kafka's
+        SystemError around the fatal KafkaException from ``poll``/``flush``: ``_serve``
+        raises the typed error instead.)"""
         self._check_usable()
         columns = _Columns.of(records)
         self._check_sizes(topic_partition, columns)
@@ -140,12 +147,12 @@ class KafkaTaskTransaction:
             else:
                 self._produce_each(producer, topic, partition, columns)
         except KafkaException as error:
-            self._failed = client_error(error, f"producing to {topic_partition}")
+            self._failed = self._why(client_error(error, f"producing to {topic_partition}"))
             raise self._failed from None
         self._counts[topic_partition] += records.num_rows
         self._sent_records += records.num_rows
         self._sent_bytes += columns.total_bytes
-        producer.poll(0)
+        self._serve(producer.poll, 0)
         if self._sent_records:
             held = len(producer) * self._sent_bytes // self._sent_records
             self._peak = max(self._peak, held)
@@ -194,8 +201,23 @@ class KafkaTaskTransaction:
                 self._wait_for_room(producer)
 
     def _wait_for_room(self, producer: Producer) -> None:
-        producer.poll(0.05)
+        self._serve(producer.poll, 0.05)
         self._check_delivery()
+
+    def _serve(self, call: Callable[[float], int], timeout_s: float) -> int:
+        """``producer.poll`` or ``producer.flush``, with a fatal error the producer raises
+        while it serves the delivery reports (a fenced producer does, around the failed
+        records' callbacks) as the typed error, not confluent-kafka's SystemError around it."""
+        try:
+            return call(timeout_s)
+        except SystemError as error:
+            if not isinstance(error.__cause__, KafkaException):
+                raise
+            failed = error.__cause__
+        except KafkaException as error:
+            failed = error
+        self._failed = self._why(client_error(failed, f"transaction {self._transactional_id!r}"))
+        raise self._failed from None
 
     def _check_sizes(self, topic_partition: TopicPartition, columns: _Columns) -> None:
         """RecordTooLargeError for a record over the topic's ``max.message.bytes``, before
@@ -218,7 +240,7 @@ class KafkaTaskTransaction:
     def flush(self) -> None:
         """Every record sent so far acknowledged (acks=all); the transaction stays open."""
         self._check_usable()
-        remaining = self.producer.flush(self._backend.timeout_s)
+        remaining = self._serve(self.producer.flush, self._backend.timeout_s)
         self._check_delivery()
         if remaining:
             raise InvalidTxnStateError(
@@ -231,11 +253,12 @@ class KafkaTaskTransaction:
         self.flush()
         try:
             self.producer.produce(ledger_topic, value, key, partition=0)
-            self.producer.flush(self._backend.timeout_s)
+            self._serve(self.producer.flush, self._backend.timeout_s)
             crash_point("kafka_task.before_commit")  # rows and ledger record sent, still open
             self.producer.commit_transaction(self._backend.timeout_s)
         except KafkaException as error:
-            self._failed = client_error(error, f"committing transaction {self._transactional_id!r}")
+            doing = f"committing transaction {self._transactional_id!r}"
+            self._failed = self._why(client_error(error, doing))
             raise self._failed from None
         self._done = True
         crash_point("kafka_task.after_commit")  # committed; the task has not returned yet
@@ -265,14 +288,33 @@ class KafkaTaskTransaction:
                 f"{type(self._failed).__name__}: {self._failed}"
             ) from self._failed
 
+    def _why(self, error: TxnLogError) -> TxnLogError:
+        """``error``, or for a fence of a transaction open longer than its timeout, the
+        likelier cause: the coordinator aborted it by bumping the epoch (C-25), which the
+        client sees as any other fence."""
+        open_ms = (time.monotonic() - self._began) * 1000
+        if not isinstance(error, ProducerFencedError) or self._timeout_ms is None:
+            return error
+        if open_ms < self._timeout_ms:
+            return error
+        doing = str(error).split("; a newer attempt took over", 1)[0]
+        return ProducerFencedError(
+            f"{doing}; the transaction was open {open_ms / 1000:.1f} s, longer than its "
+            f"transaction.timeout.ms={self._timeout_ms}, so the coordinator aborted it (C-25): "
+            "bound each micro-batch's work with maxOffsetsPerTrigger, or raise the sink option "
+            "transaction.timeout.ms (at most 900000)"
+        )
+
     def _check_delivery(self) -> None:
         error = self._delivery_error
         if error is None:
             return
         if error.code() in FENCED_CODES or error.fatal():
-            self._failed = ProducerFencedError(
-                f"transaction {self._transactional_id!r}: {error}; a newer attempt took over "
-                "the transactional id"
+            self._failed = self._why(
+                ProducerFencedError(
+                    f"transaction {self._transactional_id!r}: {error}; a newer attempt took "
+                    "over the transactional id"
+                )
             )
         else:
             self._failed = TransactionAbortableError(

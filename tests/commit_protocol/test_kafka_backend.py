@@ -9,13 +9,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity
+from commit_protocol.batch_commit import SinkCommitProtocol, SinkIdentity, TaskSettings
 from commit_protocol.kafka_backend import KafkaBackend
 from commit_protocol.kafka_ledger import LedgerRecord
 from commit_protocol.messages import TaskCommit
@@ -23,7 +24,7 @@ from datasource_options.location import KafkaCluster
 from tests.commit_protocol.kafka_task_process import SINK, sink_named
 from tests.txn_source.kafka_served import serving_a_new_log
 from tests.txn_wire.serve_process import ServeProcess
-from txn_log.errors import InvalidTxnStateError
+from txn_log.errors import InvalidTxnStateError, ProducerFencedError
 from txn_log.log import Log
 from txn_log.topic_partition import TopicPartition
 
@@ -207,6 +208,45 @@ def test_the_driver_refuses_a_message_whose_task_did_not_commit(backend: KafkaBa
     with pytest.raises(InvalidTxnStateError, match="did not commit its transaction"):
         protocol.commit(0, [uncommitted])
     assert backend.last_committed_batch(SINK.sink_id) is None
+
+
+def test_a_task_open_past_its_transaction_timeout_fails_saying_so(
+    served: ServeProcess, backend: KafkaBackend
+) -> None:
+    """The coordinator aborts a transaction open longer than its timeout by bumping the epoch
+    (C-25): to the client that is a fence like any other. A task open that long is told so,
+    with the option to change and how to bound its work, instead of "a newer attempt took
+    over", which sends a user looking for a zombie; a task fenced by a newer attempt within its
+    timeout still says that, as a ProducerFencedError (it was confluent-kafka's SystemError
+    when the fenced attempt had written after the fence: the flush raised it around the fatal
+    KafkaException while serving the failed records' delivery reports)."""
+    out = out_topic(backend)
+    slow = SinkCommitProtocol(
+        backend, sink_named("slow"), TaskSettings(transaction_timeout_ms=1000)
+    )
+    task = slow.begin_task(0, 0)
+    assert task is not None
+    task.write(TopicPartition(out, 0), _rows("a"))
+    time.sleep(3)
+    with pytest.raises(ProducerFencedError) as timed_out:
+        task.write(TopicPartition(out, 0), _rows("b"))
+        slow.prepare_task(task, 0, 0, 0)
+    said = str(timed_out.value)
+    assert "'slow-0'" in said and "transaction.timeout.ms=1000" in said
+    assert "maxOffsetsPerTrigger" in said and "newer attempt" not in said
+    assert committed_values(served, out) == []
+
+    quick = SinkCommitProtocol(backend, sink_named("quick"))
+    first = quick.begin_task(0, 0)
+    assert first is not None
+    first.write(TopicPartition(out, 0), _rows("c"))
+    first.flush()
+    assert quick.begin_task(0, 0) is not None  # a newer attempt fences the first
+    with pytest.raises(ProducerFencedError) as fenced:
+        first.write(TopicPartition(out, 0), _rows("d"))
+        quick.prepare_task(first, 0, 0, 0)
+    assert "newer attempt" in str(fenced.value)
+    assert "transaction.timeout.ms" not in str(fenced.value)
 
 
 def _rows(*values: str) -> object:
