@@ -70,7 +70,7 @@ class KafkaTaskTransaction:
         self._producer: Producer | None = None
         self._counts: Counter[TopicPartition] = Counter()
         self._failed: TxnLogError | None = None
-        self._delivery_error: KafkaError | None = None
+        self._deliveries = _FirstFailure()
         self._sent_records = 0
         self._sent_bytes = 0
         self._peak = 0
@@ -162,7 +162,7 @@ class KafkaTaskTransaction:
         self, producer: Producer, topic: str, partition: int, columns: _Columns
     ) -> None:
         """Values and keys only (the records take the time of the write)."""
-        produce, delivered = producer.produce, self._delivered
+        produce, delivered = producer.produce, self._deliveries
         rows = zip(columns.values, columns.keys, strict=True)
         value = key = None
         retry = False
@@ -192,7 +192,7 @@ class KafkaTaskTransaction:
                     columns.values[index],
                     columns.keys[index],
                     partition,
-                    self._delivered,
+                    self._deliveries,
                     timestamp=columns.timestamps[index],
                     headers=headers[index] if headers is not None else None,
                 )
@@ -232,10 +232,6 @@ class KafkaTaskTransaction:
                 f"max.message.bytes {limit + RECORD_OVERHEAD}; nothing of this task commits"
             )
             raise self._failed
-
-    def _delivered(self, error: KafkaError | None, _message: Any) -> None:
-        if error is not None and self._delivery_error is None:
-            self._delivery_error = error
 
     def flush(self) -> None:
         """Every record sent so far acknowledged (acks=all); the transaction stays open."""
@@ -306,7 +302,7 @@ class KafkaTaskTransaction:
         )
 
     def _check_delivery(self) -> None:
-        error = self._delivery_error
+        error = self._deliveries.error
         if error is None:
             return
         if error.code() in FENCED_CODES or error.fatal():
@@ -321,6 +317,23 @@ class KafkaTaskTransaction:
                 f"transaction {self._transactional_id!r}: a record was not delivered: {error}"
             )
         raise self._failed
+
+
+class _FirstFailure:
+    """The delivery callback of a task's records: keeps the first failure, and points at
+    nothing else on purpose. librdkafka holds each record's callback until its report is
+    served; a transaction dropped with records unreported (left open, never flushed) kept,
+    through a callback bound to it, itself and its producer (threads, connections) alive for
+    the rest of the process, out of the garbage collector's sight."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+
+    def __call__(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None and self.error is None:
+            self.error = error
 
 
 _TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}

@@ -4,6 +4,7 @@ across SIGKILLed task processes, against a real ``txnlog serve``."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -247,6 +248,32 @@ def test_a_task_open_past_its_transaction_timeout_fails_saying_so(
         quick.prepare_task(first, 0, 0, 0)
     assert "newer attempt" in str(fenced.value)
     assert "transaction.timeout.ms" not in str(fenced.value)
+
+
+def _rdkafka_threads() -> int:
+    return sum(
+        1 for t in Path("/proc/self/task").iterdir() if (t / "comm").read_text().startswith("rdk:")
+    )
+
+
+def test_a_task_transaction_dropped_open_lets_its_producer_go(backend: KafkaBackend) -> None:
+    """librdkafka holds each record's delivery callback until its report is served: a
+    callback bound to the transaction kept a transaction dropped with records unreported (a
+    task abandoned without abort, a zombie) and its producer alive for the rest of the
+    process, each with its threads and a connection reconnecting to its cluster."""
+    protocol = SinkCommitProtocol(backend, sink_named("dropped"))
+    backend.last_committed_batch("dropped")  # the backend's own clients (its ledger reader)
+    protocol.abort(0, [None])  # and a fence's producer, gone, before counting
+    gc.collect()
+    before = _rdkafka_threads()
+    for task_id in range(3):
+        task = protocol.begin_task(0, task_id)
+        assert task is not None
+        task.write(TopicPartition(out_topic(backend), 0), _rows(*["x"] * 500))
+        assert _rdkafka_threads() > before
+        del task
+    gc.collect()
+    assert _rdkafka_threads() == before
 
 
 def _rows(*values: str) -> object:
