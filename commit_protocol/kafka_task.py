@@ -296,7 +296,7 @@ class KafkaTaskTransaction:
         doing = str(error).split("; a newer attempt took over", 1)[0]
         return ProducerFencedError(
             f"{doing}; the transaction was open {open_ms / 1000:.1f} s, longer than its "
-            f"transaction.timeout.ms={self._timeout_ms}, so the coordinator aborted it (C-25): "
+            f"transaction.timeout.ms={self._timeout_ms}, so the coordinator aborted it: "
             "bound each micro-batch's work with maxOffsetsPerTrigger, or raise the sink option "
             "transaction.timeout.ms (at most 900000)"
         )
