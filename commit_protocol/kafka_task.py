@@ -214,8 +214,12 @@ class KafkaTaskTransaction:
             if not isinstance(error.__cause__, KafkaException):
                 raise
             failed = error.__cause__
+            error.__traceback__ = None
         except KafkaException as error:
             failed = error
+        # confluent-kafka keeps these exceptions out of the garbage collector's sight: their
+        # tracebacks would keep this frame, the transaction and its producer alive for good
+        failed.__traceback__ = None
         self._failed = self._why(client_error(failed, f"transaction {self._transactional_id!r}"))
         raise self._failed from None
 

@@ -260,7 +260,9 @@ def test_a_task_transaction_dropped_open_lets_its_producer_go(backend: KafkaBack
     """librdkafka holds each record's delivery callback until its report is served: a
     callback bound to the transaction kept a transaction dropped with records unreported (a
     task abandoned without abort, a zombie) and its producer alive for the rest of the
-    process, each with its threads and a connection reconnecting to its cluster."""
+    process, each with its threads and a connection reconnecting to its cluster. The same
+    for a fenced attempt whose flush failed (the traceback of the error confluent-kafka
+    keeps)."""
     protocol = SinkCommitProtocol(backend, sink_named("dropped"))
     backend.last_committed_batch("dropped")  # the backend's own clients (its ledger reader)
     protocol.abort(0, [None])  # and a fence's producer, gone, before counting
@@ -272,6 +274,17 @@ def test_a_task_transaction_dropped_open_lets_its_producer_go(backend: KafkaBack
         task.write(TopicPartition(out_topic(backend), 0), _rows(*["x"] * 500))
         assert _rdkafka_threads() > before
         del task
+    # a fenced attempt whose flush failed: confluent-kafka keeps the fatal error it raised,
+    # whose traceback held the attempt's frames (and through them its producer)
+    zombie = protocol.begin_task(1, 0)
+    assert zombie is not None
+    zombie.write(TopicPartition(out_topic(backend), 0), _rows("z"))
+    zombie.flush()
+    assert protocol.begin_task(1, 0) is not None  # a newer attempt, dropped at once
+    with pytest.raises(ProducerFencedError):
+        zombie.write(TopicPartition(out_topic(backend), 0), _rows("after the fence"))
+        zombie.flush()
+    del zombie
     gc.collect()
     assert _rdkafka_threads() == before
 

@@ -190,6 +190,9 @@ class TransactionalWriter:
                 producer.commit_transaction(WAIT_S)
                 self.rounds.append(("committed", ""))
             except KafkaException as error:
+                # confluent-kafka keeps the exceptions it raised: their tracebacks would keep
+                # this frame and its producer (reconnecting to the stopped server) for good
+                error.__traceback__ = None
                 self.rounds.append(("error", error.args[0].str()))
                 if error.args[0].fatal() or not self._aborted(producer):
                     return
@@ -199,6 +202,7 @@ class TransactionalWriter:
         try:
             producer.abort_transaction(WAIT_S)
         except KafkaException as error:
+            error.__traceback__ = None  # as in run
             self.rounds.append(("abort-error", error.args[0].str()))
             return False
         return True
