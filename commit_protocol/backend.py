@@ -123,10 +123,13 @@ class LogBackend(Protocol):
     def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
         """The ledger: whether ``batch_id`` (or a later batch) of ``sink_id`` committed."""
 
-    def last_committed_batch(self, sink_id: str) -> int | None: ...
-
     def last_batch(self, sink_id: str) -> LedgerEntry | None:
         """The ledger's entry of the last committed batch of ``sink_id`` (None: none yet)."""
+
+    def last_committed_batch(self, sink_id: str) -> int | None:
+        """The id of ``last_batch`` (None: none yet)."""
+        entry = self.last_batch(sink_id)
+        return None if entry is None else entry.batch_id
 
     def ledgers(self) -> tuple[LedgerEntry, ...]:
         """The last committed batch of every sink the ledger knows, sorted by sink id."""

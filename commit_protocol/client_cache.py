@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from txn_log.errors import ConfigError
 
@@ -39,6 +40,8 @@ DEFAULT_TIMEOUT_S = 300.0
 """Spark's ``spark.kafka.consumer.cache.timeout``."""
 MAX_INTERVAL_S = 60.0
 
+K = TypeVar("K")
+V = TypeVar("V")
 Sweep = Callable[[float], bool]
 """Forget (or close) whatever was last used before the given ``time.monotonic()`` value; True
 if it forgot something."""
@@ -72,6 +75,9 @@ def register(sweep: Sweep) -> None:
     """Have ``sweep`` called every sweep interval in this process (once per function, however
     often registered), starting the sweeping thread if this process has none."""
     global _thread_pid
+    with _lock:  # each task's cached use: once this process sweeps it, nothing to do
+        if _thread_pid == os.getpid() and sweep in _sweeps:
+            return
     timeout = cache_timeout_s()  # a bad setting fails the task that caches, not a thread
     with _lock:
         if sweep not in _sweeps:
@@ -83,6 +89,13 @@ def register(sweep: Sweep) -> None:
         target=_sweep_forever, args=(timeout,), name="txnlog-kafka-client-cache", daemon=True
     )
     thread.start()
+
+
+def forget_unused(entries: dict[K, tuple[V, float]], cutoff: float) -> list[V]:
+    """Remove from ``entries`` (each an object and the ``time.monotonic()`` of its last use)
+    those last used before ``cutoff``; the removed objects. The caller holds its lock."""
+    unused = [key for key, (_, used) in entries.items() if used < cutoff]
+    return [entries.pop(key)[0] for key in unused]
 
 
 def sweep_now(timeout_s: float) -> None:

@@ -179,10 +179,6 @@ class EmbeddedBackend(AtomicCommitBackend):
     def is_batch_committed(self, sink_id: str, batch_id: int) -> bool:
         return self.log.coordinator.ledger_has(ledger_key(sink_id), batch_id)
 
-    def last_committed_batch(self, sink_id: str) -> int | None:
-        entry = self.log.coordinator.ledger_entry(ledger_key(sink_id))
-        return None if entry is None else entry.sequence
-
     def last_batch(self, sink_id: str) -> LedgerEntry | None:
         entry = self.log.coordinator.ledger_entry(ledger_key(sink_id))
         return None if entry is None else _ledger_entry(entry)

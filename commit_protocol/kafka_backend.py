@@ -255,10 +255,6 @@ class KafkaBackend(TaskCommitBackend):
         record = self._batch_record(sink_id, batch_id)
         return record is not None and record.batch_id >= batch_id
 
-    def last_committed_batch(self, sink_id: str) -> int | None:
-        record = self._batch_record(sink_id)
-        return None if record is None else record.batch_id
-
     def last_batch(self, sink_id: str) -> LedgerEntry | None:
         record = self._batch_record(sink_id)
         return None if record is None else _ledger_entry(record)
@@ -387,7 +383,4 @@ def _forget_unused(cutoff: float) -> bool:
     """Forget the backends last opened before ``cutoff``: not closed, since a running task may
     still hold one; its clients stop when the last holder lets go of it."""
     with _BACKENDS_LOCK:
-        unused = [key for key, (_, opened) in _BACKENDS.items() if opened < cutoff]
-        for key in unused:
-            del _BACKENDS[key]
-    return bool(unused)
+        return bool(client_cache.forget_unused(_BACKENDS, cutoff))

@@ -147,7 +147,7 @@ class KafkaTaskTransaction:
             else:
                 self._produce_each(producer, topic, partition, columns)
         except KafkaException as error:
-            self._failed = self._why(client_error(error, f"producing to {topic_partition}"))
+            self._failed = self._error(error, f"producing to {topic_partition}")
             raise self._failed from None
         self._counts[topic_partition] += records.num_rows
         self._sent_records += records.num_rows
@@ -220,7 +220,7 @@ class KafkaTaskTransaction:
         # confluent-kafka keeps these exceptions out of the garbage collector's sight: their
         # tracebacks would keep this frame, the transaction and its producer alive for good
         failed.__traceback__ = None
-        self._failed = self._why(client_error(failed, f"transaction {self._transactional_id!r}"))
+        self._failed = self._error(failed, f"transaction {self._transactional_id!r}")
         raise self._failed from None
 
     def _check_sizes(self, topic_partition: TopicPartition, columns: _Columns) -> None:
@@ -257,8 +257,7 @@ class KafkaTaskTransaction:
             crash_point("kafka_task.before_commit")  # rows and ledger record sent, still open
             self.producer.commit_transaction(self._backend.timeout_s)
         except KafkaException as error:
-            doing = f"committing transaction {self._transactional_id!r}"
-            self._failed = self._why(client_error(error, doing))
+            self._failed = self._error(error, f"committing transaction {self._transactional_id!r}")
             raise self._failed from None
         self._done = True
         crash_point("kafka_task.after_commit")  # committed; the task has not returned yet
@@ -288,18 +287,22 @@ class KafkaTaskTransaction:
                 f"{type(self._failed).__name__}: {self._failed}"
             ) from self._failed
 
-    def _why(self, error: TxnLogError) -> TxnLogError:
-        """``error``, or for a fence of a transaction open longer than its timeout, the
-        likelier cause: the coordinator aborted it by bumping the epoch (C-25), which the
-        client sees as any other fence."""
+    def _error(self, error: KafkaException, doing: str) -> TxnLogError:
+        """``client_error``, with a fence told apart by ``_fenced``."""
+        kafka_error = error.args[0]
+        if isinstance(kafka_error, KafkaError) and kafka_error.code() in FENCED_CODES:
+            return self._fenced(f"{doing}: {kafka_error}")
+        return client_error(error, doing)
+
+    def _fenced(self, what: str) -> ProducerFencedError:
+        """The fence of this attempt: by a newer attempt, or, once the transaction was open
+        longer than its timeout, the likelier cause: the coordinator aborted it by bumping
+        the epoch (C-25), which the client sees as any other fence."""
         open_ms = (time.monotonic() - self._began) * 1000
-        if not isinstance(error, ProducerFencedError) or self._timeout_ms is None:
-            return error
-        if open_ms < self._timeout_ms:
-            return error
-        doing = str(error).split("; a newer attempt took over", 1)[0]
+        if self._timeout_ms is None or open_ms < self._timeout_ms:
+            return ProducerFencedError(f"{what}; a newer attempt took over the transactional id")
         return ProducerFencedError(
-            f"{doing}; the transaction was open {open_ms / 1000:.1f} s, longer than its "
+            f"{what}; the transaction was open {open_ms / 1000:.1f} s, longer than its "
             f"transaction.timeout.ms={self._timeout_ms}, so the coordinator aborted it: "
             "bound each micro-batch's work with maxOffsetsPerTrigger, or raise the sink option "
             "transaction.timeout.ms (at most 900000)"
@@ -310,12 +313,7 @@ class KafkaTaskTransaction:
         if error is None:
             return
         if error.code() in FENCED_CODES or error.fatal():
-            self._failed = self._why(
-                ProducerFencedError(
-                    f"transaction {self._transactional_id!r}: {error}; a newer attempt took "
-                    "over the transactional id"
-                )
-            )
+            self._failed = self._fenced(f"transaction {self._transactional_id!r}: {error}")
         else:
             self._failed = TransactionAbortableError(
                 f"transaction {self._transactional_id!r}: a record was not delivered: {error}"

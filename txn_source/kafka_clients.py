@@ -108,13 +108,11 @@ def _sweep(cutoff: float) -> bool:
                 _idle[key] = kept
             else:
                 del _idle[key]
-        unused = [cluster for cluster, (_, used) in _admins.items() if used < cutoff]
-        for cluster in unused:
-            del _admins[cluster]
+        forgotten = client_cache.forget_unused(_admins, cutoff)
     for consumer in closing:
         with contextlib.suppress(KafkaException, RuntimeError):
             consumer.close()
-    return bool(unused)
+    return bool(forgotten)
 
 
 def close_idle() -> None:
